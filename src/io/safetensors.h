@@ -1,0 +1,60 @@
+// safetensors: reading (mmap; single file or model.safetensors.index.json + shards) and writing.
+// Format: u64 little-endian header length, a JSON header {name: {dtype, shape, data_offsets}},
+// then the data block. Every malformed input throws zaya::Error naming the file and the problem.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace zaya {
+
+struct SafeTensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // into the mapping
+  size_t nbytes = 0;
+  std::string file;  // the file holding it (for messages)
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+// A set of tensors from one file or from an index + shards. Owns the mappings.
+class SafeTensors {
+ public:
+  // One .safetensors file.
+  static SafeTensors open_file(const std::string& path);
+  // A model directory: model.safetensors, else model.safetensors.index.json + its shards.
+  static SafeTensors open_dir(const std::string& dir);
+
+  const SafeTensorInfo* find(const std::string& name) const;  // nullptr if absent
+  const SafeTensorInfo& at(const std::string& name) const;    // throws Error if absent
+  std::vector<std::string> names() const;                     // sorted
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  // Copies tensor `name` into dst (F32 or F64), converting from F32/F64/BF16/F16; throws Error
+  // when it is missing, not a float dtype, or its shape differs from dst's.
+  void read_into(const std::string& name, const Tensor& dst) const;
+
+ private:
+  struct Mapping;
+  std::vector<std::shared_ptr<Mapping>> maps_;
+  std::map<std::string, SafeTensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
+  void add_file(const std::string& path);
+};
+
+// Writes tensors (any dtype; data copied as stored) in the given order to `path` atomically
+// (temporary file + rename). Throws Error on I/O failure.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace zaya

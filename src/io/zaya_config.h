@@ -1,0 +1,59 @@
+// ZayaConfig: the ZAYA1 config.json schema (spec §1) as a struct, plus the derived sizes the model
+// uses. Parsing, validation (naming the bad field) and writing live in zaya_config.cpp.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+struct ZayaConfig {
+  // ---- fields read from config.json (S1 schema) ----
+  int64_t hidden_size = 2048;
+  int64_t vocab_size = 262272;
+  // Per sub-layer: 0 = CCA attention ("a" in the file), n > 0 = MoE with n real experts.
+  std::vector<int64_t> zaya_layers;
+  int64_t num_attention_heads = 16;
+  int64_t num_key_value_heads = 2;
+  std::vector<int64_t> cca_num_q_heads;
+  std::vector<int64_t> num_query_groups_list;
+  std::vector<int64_t> ffn_hidden_size_list;
+  std::vector<int64_t> zaya_mlp_expansion;
+  int64_t moe_router_topk = 1;
+  bool zaya_use_mod = true;
+  bool zaya_use_eda = true;
+  double norm_epsilon = 1e-5;
+  double rope_theta = 10000;
+  double partial_rotary_factor = 0.5;
+  int64_t max_position_embeddings = 4096;
+  bool tie_word_embeddings = true;
+  int64_t pad_token_id = 0, bos_token_id = 2, eos_token_id = 1;
+  bool scale_residual_merge = true;
+  bool residual_in_fp32 = false;
+  // Everything else in the file (ignored or fixed-value fields) is kept verbatim so writing a
+  // config back loses nothing.
+  nlohmann::json extra = nlohmann::json::object();
+
+  // ---- derived (valid after validation) ----
+  int64_t num_layers() const { return int64_t(zaya_layers.size()); }
+  bool is_attention(int64_t i) const { return zaya_layers[i] == 0; }
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }           // d
+  int64_t q_heads() const { return num_attention_heads / 2; }                      // H_q
+  int64_t kv_heads() const { return num_key_value_heads; }                         // H_k
+  int64_t conv_channels() const { return (q_heads() + kv_heads()) * head_dim(); }  // C
+  int64_t rotary_dim() const { return int64_t(double(head_dim()) * partial_rotary_factor); }
+  int64_t num_experts(int64_t i) const { return zaya_layers[i]; }                  // n
+  int64_t router_classes(int64_t i) const { return zaya_layers[i] + (zaya_use_mod ? 1 : 0); }
+  // True when MoE sub-layer i has an EDA scale γ (router_states_scale).
+  bool has_eda_scale(int64_t i) const { return zaya_use_eda && !is_attention(i) && i != 1; }
+};
+
+// Parses and validates; throws zaya::Error naming the field on any problem.
+ZayaConfig config_from_json(const nlohmann::json& j);
+ZayaConfig load_config(const std::string& path);
+nlohmann::json config_to_json(const ZayaConfig& c);
+void save_config(const ZayaConfig& c, const std::string& path);
+
+}  // namespace zaya

@@ -1,0 +1,25 @@
+// Shape/dtype validation shared by the op implementations. A failure is a caller bug, so these
+// assert (with the op's name in the message) rather than throw.
+#pragma once
+#include "core/tensor.h"
+
+namespace zaya::ops {
+
+// All defined tensors are F32 or F64 and share the first one's dtype.
+template <class... Ts>
+void check_float(const Tensor& first, const Ts&... rest) {
+  ZAYA_ASSERT(first.dtype == DType::F32 || first.dtype == DType::F64, "op needs F32/F64, got {}",
+              dtype_name(first.dtype));
+  auto same = [&](const Tensor& t) {
+    ZAYA_ASSERT(!t.defined() || t.dtype == first.dtype, "dtype mismatch: {} vs {}",
+                dtype_name(t.dtype), dtype_name(first.dtype));
+  };
+  (same(rest), ...);
+}
+
+inline void check_numel(const Tensor& t, int64_t n, const char* what) {
+  ZAYA_ASSERT(t.numel() == n, "{}: has shape {} ({} elements), expected {}", what, t.shape_str(),
+              t.numel(), n);
+}
+
+}  // namespace zaya::ops

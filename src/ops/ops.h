@@ -1,0 +1,164 @@
+// THE op surface: model-agnostic math, forward and backward side by side.
+//
+// Contract for every op here:
+// - Tensors are contiguous row-major views (core/tensor.h). All floating tensors of one call share
+//   one dtype, F32 (the model) or F64 (tests against references and numerical gradients).
+//   Exceptions are stated per op (RoPE tables are always F32 by C7; ids/choices are I32).
+// - Parameter gradients ACCUMULATE (+=) so micro-batches sum. Activation gradients OVERWRITE (=)
+//   unless the op says "+=" (the residual stream and inputs with several consumers).
+// - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
+// - Shapes are validated with ZAYA_ASSERT (a mismatch is a bug in the caller, not user input).
+// Letters: N tokens (= B·T), B rows, T positions, D model width, V vocab, O/I linear out/in,
+// C conv channels, d head size, Hq query heads, Hk kv heads, R router width, K router classes,
+// E real experts, F expert first-projection width (gate ‖ up, hidden F/2).
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace zaya::ops {
+
+// ---------------------------------------------------------------- linear (BLAS GEMM)
+// y[N,O] = x[N,I] · w[O,I]ᵀ (+ b[O]); with accumulate, y += instead of =.
+void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
+                    bool accumulate = false);
+// dx[N,I] = dy · w (+= with accumulate_dx; skipped if dx undefined);
+// dw[O,I] += dyᵀ · x; db[O] += Σ_n dy (skipped if db undefined).
+void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
+                     const Tensor& x, const Tensor& w, bool accumulate_dx = false);
+
+// ---------------------------------------------------------------- embedding
+// out[N,D] = table[ids[n]]; ids I32 [N], each in [0, V).
+void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table);
+// dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (pad row, C6; -1 = none).
+void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
+                        int64_t skip_row);
+
+// ---------------------------------------------------------------- RMSNorm
+// y[N,D] = w ⊙ (ρ x), ρ = (mean x² + eps)^-1/2 saved in rstd[N] (statistics in ≥ f32).
+void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
+                     float eps);
+// dx[N,D] = ρ(ĝ − n·mean(ĝ⊙n)), ĝ = dy⊙w, n = ρx (+= with accumulate_dx); dw[D] += Σ dy⊙n.
+void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
+                      const Tensor& w, const Tensor& rstd, bool accumulate_dx = false);
+
+// ---------------------------------------------------------------- residual scaling (spec §3)
+// h[N,D] = (o + bo) ⊙ ao + (hp + br) ⊙ ar. hp, ar, br undefined → first term only (sub-layer 0).
+void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
+                            const Tensor& bo, const Tensor& ar, const Tensor& br);
+// do_[N,D] = ao ⊙ dh; dhp[N,D] += ar ⊙ dh (when hp defined); dao/dbo/dar/dbr[D] += sums over N.
+void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
+                             const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
+                             const Tensor& dh, const Tensor& o, const Tensor& hp,
+                             const Tensor& ao, const Tensor& bo, const Tensor& ar,
+                             const Tensor& br);
+// Fused merge + RMSNorm in one pass over the row: h as residual_merge_forward, then
+// x[N,D] = RMSNorm(h; w), rstd[N]. Same results as the two ops in sequence.
+void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd, const Tensor& o,
+                           const Tensor& hp, const Tensor& ao, const Tensor& bo, const Tensor& ar,
+                           const Tensor& br, const Tensor& w, float eps);
+// Fused backward: dh[N,D] += RMSNorm backward of dx (dh holds the gradient arriving from the next
+// merge and is updated in place to the total), then residual_merge_backward with that total.
+void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
+                            const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
+                            const Tensor& dw, const Tensor& dh, const Tensor& dx, const Tensor& h,
+                            const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
+                            const Tensor& ar, const Tensor& br, const Tensor& w,
+                            const Tensor& rstd);
+
+// ---------------------------------------------------------------- CCA pieces (spec §4)
+// Two-stage causal conv. u[B,T,C] → z[B,T,C]; y[B,T+1,C] saved = stage-0 output at j = −1…T−1
+// (y row 0 is j = −1 and equals b0: the padding-bias subtlety). w0[C,1,2], b0[C], w1[C,d,2], b1[C];
+// group g = ⌊c/d⌋ mixes its d channels. Tap 0 multiplies the earlier position.
+void cca_conv_forward(const Tensor& z, const Tensor& y, const Tensor& u, const Tensor& w0,
+                      const Tensor& b0, const Tensor& w1, const Tensor& b1);
+// du[B,T,C] += (accumulates: qk_mean_backward writes du first); dw0, db0, dw1, db1 +=.
+void cca_conv_backward(const Tensor& du, const Tensor& dw0, const Tensor& db0, const Tensor& dw1,
+                       const Tensor& db1, const Tensor& dz, const Tensor& u, const Tensor& y,
+                       const Tensor& w0, const Tensor& w1);
+
+// qk-mean skip term. u[B,T,C] = [q⁰ (Hq·d) ; k⁰ (Hk·d)], z[B,T,C] conv output →
+// Q[B,T,Hq,d] = z_q + ½(q⁰[h] + k⁰[g(h)]), K[B,T,Hk,d] = z_k + ½(mean_{h∈g} q⁰[h] + k⁰[g]).
+void qk_mean_forward(const Tensor& Q, const Tensor& K, const Tensor& z, const Tensor& u);
+// dz[B,T,C] = [dQ ; dK]; du[B,T,C] = the skip-term gradient (both overwrite).
+void qk_mean_backward(const Tensor& dz, const Tensor& du, const Tensor& dQ, const Tensor& dK);
+
+// Values with a one-token shift, applied to the projected values p[B,T,Hk·d] = x·[Wv1;Wv2]ᵀ:
+// v[b,t,:half] = p[b,t,:half]; v[b,t,half:] = p[b,t−1,half:] (zero at t = 0). half = Hk·d/2.
+void value_shift_forward(const Tensor& v, const Tensor& p);
+// dp[b,t,:half] = dv[b,t,:half]; dp[b,t,half:] = dv[b,t+1,half:] (zero at t = T−1).
+void value_shift_backward(const Tensor& dp, const Tensor& dv);
+
+// Per-head L2 normalisation to a scale: y[B,T,H,d] = s_h · x/‖x‖, s_h = √d · temp[h] (temp[H],
+// linear, no clamp) or √d when temp is undefined; norm[B,T,H] = ‖x‖ saved. No eps (spec §13).
+void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp);
+// dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp defined.
+void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy,
+                           const Tensor& x, const Tensor& norm, const Tensor& temp);
+
+// Partial NeoX RoPE tables, always F32 (C7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
+void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r);
+// In place on x[B,T,H,d]: rotates the first r = 2·cos.size(1) dims of every head, position t of a
+// row uses table row t.
+void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
+// In place on the gradient (rotation by −angle).
+void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin);
+
+// Causal GQA attention, tiled with an online softmax (no T×T buffer). q[B,T,Hq,d],
+// k,v[B,T,Hk,d], query head h uses kv head h/(Hq/Hk). Scores scaled by 1/√d, softmax in ≥ f32.
+// o[B,T,Hq,d]; lse[B,Hq,T] = log-sum-exp of each score row, saved for backward.
+void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
+                       const Tensor& v);
+// dq, dk, dv overwrite; recomputes probabilities from lse, tile by tile.
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                        const Tensor& lse);
+
+// ---------------------------------------------------------------- router pieces (spec §5)
+// Exact GELU y = x·Φ(x) (erf form), elementwise on any shape.
+void gelu_forward(const Tensor& y, const Tensor& x);
+// dx = dy · (Φ(x) + x φ(x)) (overwrite).
+void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x);
+
+// Exponential depth averaging, in place: r[N,R] += gamma[R] ⊙ rprev[N,R].
+void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev);
+// drprev[N,R] += gamma ⊙ dr; dgamma[R] += Σ_n dr ⊙ rprev.
+void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr,
+                  const Tensor& rprev, const Tensor& gamma);
+
+// Softmax over all K classes (≥ f32, C2) and biased top-1 (C8): choice[n] = argmax_e p[n,e] + b[e]
+// (ties → lowest index), weight[n] = p[n, choice[n]] (not renormalised).
+// logits[N,K] → probs[N,K], choice I32 [N], weight[N]; biases[K] same float dtype as logits.
+void router_select_forward(const Tensor& probs, const Tensor& choice, const Tensor& weight,
+                           const Tensor& logits, const Tensor& biases);
+// dlogits[N,K] = dweight[n] · p[e*] (δ_{j,e*} − p_j) (overwrite). No gradient to the biases.
+void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const Tensor& probs,
+                            const Tensor& choice);
+
+// ---------------------------------------------------------------- MoE dispatch (spec §5.5–5.6)
+// Dropless top-1 dispatch. x[N,D], choice I32 [N] in [0, E] where E = skip class,
+// weight[N], w1[E,F,D] (rows 0…F/2−1 gate, F/2…F−1 up), w2[E,D,F/2].
+// Tokens are grouped by expert and each expert runs one GEMM per projection.
+// Real expert: f = W2 (SiLU(g) ⊙ u), [g;u] = W1 x. Skip: f = x. out[N,D] = weight ⊙ f.
+// Saved for backward: f[N,D], gu[N,F] and act[N,F/2] (rows of skip tokens unused).
+void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
+                 const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
+                 const Tensor& w2);
+// dx[N,D] += (accumulates: the router trunk also reads x); dw1, dw2 +=;
+// dweight[N] = ⟨dout, f⟩ (overwrite). Experts with no tokens get no gradient.
+void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
+                  const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
+                  const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
+                  const Tensor& act);
+
+// ---------------------------------------------------------------- cross-entropy
+// Per-row loss[N] = logsumexp(logits[n]) − logits[n, target[n]], lse[N] saved; rows with
+// target −1 are ignored (loss 0). logits[N,V], target I32 [N]. Accumulation in ≥ f64 per row.
+void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
+                  const Tensor& target);
+// dlogits[N,V] = scale · (softmax − onehot(target)) for counted rows, 0 for ignored rows
+// (overwrite; dlogits may alias logits).
+void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                   const Tensor& target, double scale);
+
+}  // namespace zaya::ops

@@ -1,0 +1,107 @@
+// Shared test helpers: the tolerance table (house plan §5), random fills, closeness checks and a
+// central-difference numerical gradient in double.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace zaya::test {
+
+// ---- tolerances (one table for the whole suite) ----
+inline constexpr double kOpAbs = 1e-5, kOpRel = 1e-5;     // CPU f32 op vs double reference
+inline constexpr double kGradRelDouble = 1e-6;            // backward vs numerical, double
+inline constexpr double kGradRelFloat = 1e-3;             // backward vs numerical, float
+inline constexpr double kModelLogitRel = 1e-4;            // tiny model logits vs twin (of max |logit|)
+inline constexpr double kModelLossAbs = 1e-5;             // tiny model loss vs twin
+inline constexpr double kModelGradRelL2 = 1e-3;           // tiny model grads vs twin, relative L2
+inline constexpr double kNumericalStep = 1e-6;            // central-difference step (double)
+
+// Deterministic normal fill with a per-test seed.
+template <class T>
+void fill_normal(std::vector<T>& v, uint64_t seed, double scale = 1.0, double mean = 0.0) {
+  CounterRng rng{seed, 0};
+  for (size_t i = 0; i < v.size(); ++i) v[i] = T(mean + scale * rng.normal(i));
+}
+template <class T>
+std::vector<T> randn(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
+  std::vector<T> v(n);
+  fill_normal(v, seed, scale, mean);
+  return v;
+}
+
+// Max over i of |a-b| / (abs + rel·|b|) must be ≤ 1.
+template <class A, class B>
+void expect_close(const A* a, const B* b, size_t n, double abs_tol, double rel_tol,
+                  const char* what = "") {
+  size_t worst = 0;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double diff = std::fabs(double(a[i]) - double(b[i]));
+    double ratio = diff / (abs_tol + rel_tol * std::fabs(double(b[i])));
+    if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = i;  // NaN-safe
+  }
+  EXPECT_LE(worst_ratio, 1.0) << what << ": element " << worst << " got " << double(a[worst])
+                              << " want " << double(b[worst]);
+}
+template <class A, class B>
+void expect_close(const std::vector<A>& a, const std::vector<B>& b, double abs_tol, double rel_tol,
+                  const char* what = "") {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  expect_close(a.data(), b.data(), a.size(), abs_tol, rel_tol, what);
+}
+
+// ‖a − b‖₂ / max(‖b‖₂, tiny).
+template <class A, class B>
+double rel_l2(const A* a, const B* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+// Numerical gradient of f with respect to x[0..n) by central differences (x is restored).
+inline std::vector<double> numerical_grad(const std::function<double()>& f, double* x, size_t n,
+                                          double step = kNumericalStep) {
+  std::vector<double> g(n);
+  for (size_t i = 0; i < n; ++i) {
+    double keep = x[i];
+    x[i] = keep + step;
+    double up = f();
+    x[i] = keep - step;
+    double down = f();
+    x[i] = keep;
+    g[i] = (up - down) / (2 * step);
+  }
+  return g;
+}
+
+// Checks an analytic gradient against the numerical one: relative L2 ≤ tol.
+inline void expect_grad_close(const std::vector<double>& analytic,
+                              const std::vector<double>& numerical, double tol,
+                              const char* what = "") {
+  ASSERT_EQ(analytic.size(), numerical.size()) << what;
+  double r = rel_l2(analytic.data(), numerical.data(), analytic.size());
+  EXPECT_LE(r, tol) << what << ": relative L2 error " << r;
+}
+
+// Σ a_i b_i in double: the scalar loss "⟨dy, y⟩" used to turn a backward into a gradient check.
+template <class A, class B>
+double dot(const std::vector<A>& a, const std::vector<B>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+// The odd sizes every op is exercised on (house plan §3).
+inline const std::vector<int64_t> kOddSizes = {1, 7, 31, 33, 257};
+
+}  // namespace zaya::test
