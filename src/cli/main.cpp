@@ -1,7 +1,37 @@
-// zaya: one binary, one subcommand per file in src/cli/.
+// zaya: one binary, one subcommand per file in src/cli/. User errors (zaya::Error) print one
+// "zaya: error: …" line and exit 1; bad flags exit with CLI11's usage message.
 #include <cstdio>
+#include <exception>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/assert.h"
 
 int main(int argc, char** argv) {
-  std::fprintf(stderr, "zaya: no subcommands yet\n");
+  CLI::App app{"zaya — train and run ZAYA1-architecture mixture-of-experts language models"};
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, zaya::cli::Action>> commands;
+  auto add = [&](zaya::cli::Action (*reg)(CLI::App&)) {
+    size_t before = app.get_subcommands({}).size();
+    zaya::cli::Action act = reg(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(act));
+  };
+  add(zaya::cli::add_eval_command);
+  add(zaya::cli::add_inspect_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, act] : commands)
+      if (sub->parsed()) return act();
+  } catch (const zaya::Error& e) {
+    std::fprintf(stderr, "zaya: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zaya: error: %s\n", e.what());
+    return 1;
+  }
   return 1;
 }

@@ -30,13 +30,13 @@ template <class... Args>
 
 }  // namespace zaya
 
-#define ZAYA_ASSERT(cond, ...)                                                         \
-  do {                                                                                 \
+#define ZAYA_ASSERT(cond, ...)                                                             \
+  do {                                                                                     \
     if (!(cond)) ::zaya::assert_fail(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)
 
 // User-input check: throws zaya::Error with the formatted message.
-#define ZAYA_CHECK_INPUT(cond, ...)           \
-  do {                                        \
+#define ZAYA_CHECK_INPUT(cond, ...)         \
+  do {                                      \
     if (!(cond)) ::zaya::fail(__VA_ARGS__); \
   } while (0)

@@ -12,22 +12,32 @@ enum class DType : uint8_t { F32, F64, BF16, F16, I32, U32, I64 };
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::F64:
-    case DType::I64: return 8;
+    case DType::I64:
+      return 8;
     case DType::BF16:
-    case DType::F16: return 2;
-    default: return 4;
+    case DType::F16:
+      return 2;
+    default:
+      return 4;
   }
 }
 
 inline std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::I32: return "I32";
-    case DType::U32: return "U32";
-    case DType::I64: return "I64";
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
+    case DType::I32:
+      return "I32";
+    case DType::U32:
+      return "U32";
+    case DType::I64:
+      return "I64";
   }
   return "?";
 }

@@ -12,11 +12,13 @@ void set_log_level(LogLevel level);
 
 template <class... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() >= LogLevel::Info) fmt::print(stderr, "{}\n", fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() >= LogLevel::Info)
+    fmt::print(stderr, "{}\n", fmt::format(f, std::forward<Args>(args)...));
 }
 template <class... Args>
 void log_debug(fmt::format_string<Args...> f, Args&&... args) {
-  if (log_level() >= LogLevel::Debug) fmt::print(stderr, "[debug] {}\n", fmt::format(f, std::forward<Args>(args)...));
+  if (log_level() >= LogLevel::Debug)
+    fmt::print(stderr, "[debug] {}\n", fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace zaya

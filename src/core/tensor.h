@@ -13,11 +13,26 @@ namespace zaya {
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<uint32_t>() { return DType::U32; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::BF16; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<uint32_t>() {
+  return DType::U32;
+}
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::BF16;
+}
 
 struct Tensor {
   void* data = nullptr;
@@ -58,6 +73,13 @@ struct Tensor {
     ZAYA_ASSERT(t.numel() == numel(), "view {} -> {} elements", numel(), t.numel());
     return t;
   }
+  // The leading elements of this buffer viewed with a (smaller or equal) shape: lets one scratch
+  // buffer sized for the largest layer serve every layer.
+  Tensor prefix(std::initializer_list<int64_t> dims) const {
+    Tensor t(data, dtype, dims);
+    ZAYA_ASSERT(t.numel() <= numel(), "prefix {} of a {}-element buffer", t.numel(), numel());
+    return t;
+  }
   // Rows [begin, end) of the first dimension.
   Tensor rows(int64_t begin, int64_t end) const {
     ZAYA_ASSERT(ndim >= 1 && 0 <= begin && begin <= end && end <= shape[0], "rows [{},{}) of {}",
@@ -77,17 +99,17 @@ struct Tensor {
 };
 
 // Runs BODY with `scalar_t` bound to float or double according to DTYPE.
-#define ZAYA_DISPATCH_FLOAT(DTYPE, ...)                                         \
-  do {                                                                          \
-    if ((DTYPE) == ::zaya::DType::F32) {                                        \
-      using scalar_t = float;                                                   \
-      __VA_ARGS__;                                                              \
-    } else if ((DTYPE) == ::zaya::DType::F64) {                                 \
-      using scalar_t = double;                                                  \
-      __VA_ARGS__;                                                              \
-    } else {                                                                    \
+#define ZAYA_DISPATCH_FLOAT(DTYPE, ...)                                             \
+  do {                                                                              \
+    if ((DTYPE) == ::zaya::DType::F32) {                                            \
+      using scalar_t = float;                                                       \
+      __VA_ARGS__;                                                                  \
+    } else if ((DTYPE) == ::zaya::DType::F64) {                                     \
+      using scalar_t = double;                                                      \
+      __VA_ARGS__;                                                                  \
+    } else {                                                                        \
       ZAYA_ASSERT(false, "op needs F32 or F64, got {}", ::zaya::dtype_name(DTYPE)); \
-    }                                                                           \
+    }                                                                               \
   } while (0)
 
 }  // namespace zaya

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs everything zaya needs to build, test and run its demo on Debian 12, as root (or with
+# sudo available). Idempotent: re-running only installs what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi

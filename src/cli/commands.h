@@ -1,0 +1,14 @@
+// Each subcommand registers itself on the CLI11 app; main.cpp runs the chosen one.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace zaya::cli {
+
+// A registered subcommand's body; runs after parsing succeeded. Returns the exit code.
+using Action = std::function<int()>;
+
+Action add_eval_command(CLI::App& app);
+Action add_inspect_command(CLI::App& app);
+
+}  // namespace zaya::cli

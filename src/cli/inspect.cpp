@@ -1,0 +1,103 @@
+// zaya inspect DIR_or_CONFIG [--seq-len T] [--json]
+// Parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
+// per token next to full multi-head attention of the same width.
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/assert.h"
+#include "model/inspect.h"
+
+namespace zaya::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::string path;
+  int64_t seq_len = 4096;
+  bool json = false;
+};
+
+// 8840488784 → "8,840,488,784 (8.840B)".
+std::string billions(int64_t n) {
+  std::string digits = std::to_string(n), grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return fmt::format("{} ({:.3f}B)", grouped, double(n) / 1e9);
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+int run_inspect(const InspectArgs& a) {
+  namespace fs = std::filesystem;
+  std::string cfg_path = a.path;
+  if (fs::is_directory(cfg_path)) cfg_path = (fs::path(cfg_path) / "config.json").string();
+  const ZayaConfig c = load_config(cfg_path);
+  const ModelFacts f = model_facts(c, a.seq_len);
+  const double flops = f.flops_matmul_per_token + f.flops_attention_per_token;
+  const int64_t bf16 = 2;
+  if (a.json) {
+    nlohmann::json j = {
+        {"params_total", f.params_total},
+        {"params_without_embedding", f.params_no_embedding},
+        {"params_active_without_embedding", f.params_active_no_embedding},
+        {"buffer_values", f.buffer_values},
+        {"tensors", f.tensors},
+        {"attention_layers", f.attention_layers},
+        {"moe_layers", f.moe_layers},
+        {"seq_len", a.seq_len},
+        {"forward_flops_per_token", flops},
+        {"train_flops_per_token", 3 * flops},
+        {"kv_values_per_token", f.kv_values_per_token},
+        {"kv_bytes_per_token_bf16", f.kv_values_per_token * bf16},
+        {"mha_kv_bytes_per_token_bf16", f.mha_kv_values_per_token * bf16},
+        {"kv_compression", double(f.mha_kv_values_per_token) / double(f.kv_values_per_token)},
+        {"decode_state_bytes_per_sequence_f32", f.state_values_per_sequence * 4},
+    };
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("config                 {}\n", cfg_path);
+  fmt::print("sub-layers             {} ({} CCA attention, {} MoE)\n", c.num_layers(),
+             f.attention_layers, f.moe_layers);
+  fmt::print("parameters             {}\n", billions(f.params_total));
+  fmt::print("  without embedding    {}\n", billions(f.params_no_embedding));
+  fmt::print("  active per token     {} (without embedding)\n",
+             billions(f.params_active_no_embedding));
+  fmt::print("  buffers              {} values (balancing biases); {} tensors in all\n",
+             f.buffer_values, f.tensors);
+  fmt::print("FLOPs per token        {:.3g} forward, {:.3g} training (at seq len {})\n", flops,
+             3 * flops, a.seq_len);
+  fmt::print("KV cache per token     {} (bf16: K and V, {} heads × {} per layer)\n",
+             human_bytes(double(f.kv_values_per_token * bf16)), c.kv_heads(), c.head_dim());
+  fmt::print("  multi-head attention {} ({} heads) → CCA is {:.1f}x smaller\n",
+             human_bytes(double(f.mha_kv_values_per_token * bf16)), c.num_attention_heads,
+             double(f.mha_kv_values_per_token) / double(f.kv_values_per_token));
+  fmt::print("  + decode state       {} per sequence (conv state and previous input, f32)\n",
+             human_bytes(double(f.state_values_per_sequence * 4)));
+  return 0;
+}
+
+}  // namespace
+
+Action add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect", "Parameter counts, FLOPs per token and KV-cache size of a model or config");
+  sub->add_option("path", args->path, "model directory or config.json")->required();
+  sub->add_option("--seq-len", args->seq_len, "context length for the attention FLOPs")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--json", args->json, "print the figures as JSON");
+  return [args] { return run_inspect(*args); };
+}
+
+}  // namespace zaya::cli

@@ -1,0 +1,121 @@
+#include "model/activations.h"
+
+#include <algorithm>
+
+namespace zaya {
+
+namespace {
+
+// Bump allocator with a measuring mode: the first pass adds up sizes, the second carves views.
+struct Carver {
+  char* base = nullptr;
+  size_t used = 0;
+  Tensor operator()(DType t, std::initializer_list<int64_t> dims) {
+    Tensor v(nullptr, t, dims);
+    if (base) v.data = base + used;
+    used += Arena::aligned(v.nbytes());
+    return v;
+  }
+};
+
+void carve(Activations& a, const ZayaConfig& c, Carver& m) {
+  const int64_t B = a.B, T = a.T, N = B * T, D = c.hidden_size, d = c.head_dim();
+  const int64_t Hq = c.q_heads(), Hk = c.kv_heads(), C = c.conv_channels();
+  const DType f = DType::F32;
+  int64_t maxR = 1, maxK = 1, maxF = 2;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    if (!c.is_attention(i)) {
+      maxR = std::max(maxR, c.zaya_mlp_expansion[size_t(i)]);
+      maxK = std::max(maxK, c.router_classes(i));
+      maxF = std::max(maxF, c.ffn_hidden_size_list[size_t(i)]);
+    }
+  a.ids = m(DType::I32, {B, T});
+  a.targets = m(DType::I32, {N});
+  a.emb = m(f, {N, D});
+  a.rope_cos = m(f, {T, c.rotary_dim() / 2});
+  a.rope_sin = m(f, {T, c.rotary_dim() / 2});
+  a.layers.resize(size_t(c.num_layers()));
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    LayerActs& l = a.layers[size_t(i)];
+    l.h = m(f, {N, D});
+    l.x = m(f, {N, D});
+    l.rstd = m(f, {N});
+    l.o = m(f, {N, D});
+    if (c.is_attention(i)) {
+      AttentionActs& t = l.attn;
+      t.u = m(f, {B, T, C});
+      t.y = m(f, {B, T + 1, C});
+      t.z = m(f, {B, T, C});
+      t.q = m(f, {B, T, Hq, d});
+      t.k = m(f, {B, T, Hk, d});
+      t.qn = m(f, {B, T, Hq});
+      t.kn = m(f, {B, T, Hk});
+      t.qr = m(f, {B, T, Hq, d});
+      t.kr = m(f, {B, T, Hk, d});
+      t.p = m(f, {B, T, Hk * d});
+      t.v = m(f, {B, T, Hk * d});
+      t.att = m(f, {B, T, Hq, d});
+      t.lse = m(f, {B, Hq, T});
+    } else {
+      const int64_t R = c.zaya_mlp_expansion[size_t(i)], K = c.router_classes(i);
+      const int64_t F = c.ffn_hidden_size_list[size_t(i)];
+      MoeActs& e = l.moe;
+      e.r = m(f, {N, R});
+      e.rn = m(f, {N, R});
+      e.rrstd = m(f, {N});
+      e.a1p = m(f, {N, R});
+      e.a1 = m(f, {N, R});
+      e.a2p = m(f, {N, R});
+      e.a2 = m(f, {N, R});
+      e.logits = m(f, {N, K});
+      e.probs = m(f, {N, K});
+      e.choice = m(DType::I32, {N});
+      e.weight = m(f, {N});
+      e.f = m(f, {N, D});
+      e.gu = m(f, {N, F});
+      e.act = m(f, {N, F / 2});
+    }
+  }
+  a.h_final = m(f, {N, D});
+  a.x_final = m(f, {N, D});
+  a.rstd_final = m(f, {N});
+  a.logits = m(f, {N, c.vocab_size});
+  a.lse = m(f, {N});
+  a.loss_rows = m(f, {N});
+  BackwardScratch& g = a.g;
+  g.dh_a = m(f, {N, D});
+  g.dh_b = m(f, {N, D});
+  g.dx = m(f, {N, D});
+  g.dout = m(f, {N, D});
+  g.datt = m(f, {B, T, Hq, d});
+  g.dqr = m(f, {B, T, Hq, d});
+  g.dkr = m(f, {B, T, Hk, d});
+  g.dv = m(f, {B, T, Hk * d});
+  g.dq = m(f, {B, T, Hq, d});
+  g.dk = m(f, {B, T, Hk, d});
+  g.dz = m(f, {B, T, C});
+  g.du = m(f, {B, T, C});
+  g.dp = m(f, {B, T, Hk * d});
+  g.dweight = m(f, {N});
+  g.dlogits = m(f, {N, maxK});
+  g.da2 = m(f, {N, maxR});
+  g.da2p = m(f, {N, maxR});
+  g.da1 = m(f, {N, maxR});
+  g.da1p = m(f, {N, maxR});
+  g.drn = m(f, {N, maxR});
+  g.dr = m(f, {N, maxR});
+  g.dcarry_in = m(f, {N, maxR});
+  g.dcarry_out = m(f, {N, maxR});
+}
+
+}  // namespace
+
+Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_) : B(B_), T(T_) {
+  Carver measure;
+  carve(*this, c, measure);
+  mem_ = Buffer(measure.used);
+  Carver real{static_cast<char*>(mem_.data()), 0};
+  carve(*this, c, real);
+}
+
+}  // namespace zaya

@@ -1,0 +1,78 @@
+// Activations: everything the forward pass saves for backward, plus the backward scratch, for one
+// micro-batch shape [B, T]. One allocation (sized by a measuring pass), views everywhere.
+// N = B·T tokens. Per sub-layer the residual stream h, the normed mixer input x, its rstd and the
+// mixer output o are kept; attention and MoE sub-layers add their own saved tensors.
+#pragma once
+#include <vector>
+
+#include "core/arena.h"
+#include "io/zaya_config.h"
+
+namespace zaya {
+
+struct AttentionActs {
+  Tensor u;       // [B,T,C]   x·W_qkᵀ = [q⁰ ; k⁰]
+  Tensor y;       // [B,T+1,C] stage-0 conv output at j = −1 … T−1
+  Tensor z;       // [B,T,C]   stage-1 conv output
+  Tensor q, k;    // [B,T,Hq,d], [B,T,Hk,d] after qk-mean, before normalisation
+  Tensor qn, kn;  // [B,T,Hq] / [B,T,Hk] L2 norms
+  Tensor qr, kr;  // [B,T,Hq,d], [B,T,Hk,d] normalised, scaled, rotated
+  Tensor p;       // [B,T,Hk·d] x·W_vᵀ before the shift
+  Tensor v;       // [B,T,Hk·d] shifted values (heads of d consecutive entries)
+  Tensor att;     // [B,T,Hq,d] attention output (input of o_proj)
+  Tensor lse;     // [B,Hq,T]
+};
+
+struct MoeActs {
+  Tensor r;          // [N,R] router state after EDA (what the next MoE layer reads)
+  Tensor rn, rrstd;  // [N,R] router RMSNorm output, [N] its rstd
+  Tensor a1p, a1;    // [N,R] pre-/post-GELU
+  Tensor a2p, a2;    // [N,R]
+  Tensor logits;     // [N,K]
+  Tensor probs;      // [N,K]
+  Tensor choice;     // [N] I32
+  Tensor weight;     // [N]
+  Tensor f;          // [N,D] unweighted expert (or skip) output
+  Tensor gu;         // [N,F]
+  Tensor act;        // [N,F/2]
+};
+
+struct LayerActs {
+  Tensor h;     // [N,D] residual stream after this sub-layer's merge
+  Tensor x;     // [N,D] RMSNorm(h): the mixer input
+  Tensor rstd;  // [N]
+  Tensor o;     // [N,D] mixer output
+  AttentionActs attn;
+  MoeActs moe;
+};
+
+// Backward scratch shared by all sub-layers (sized for the largest).
+struct BackwardScratch {
+  Tensor dh_a, dh_b;  // [N,D] residual-stream gradients (ping-pong)
+  Tensor dx;          // [N,D] gradient of the mixer input
+  Tensor dout;        // [N,D] gradient of the mixer output
+  // attention
+  Tensor datt, dqr, dkr, dv, dq, dk, dz, du, dp;
+  // router
+  Tensor dweight, dlogits, da2, da2p, da1, da1p, drn, dr, dcarry_in, dcarry_out;
+};
+
+struct Activations {
+  int64_t B = 0, T = 0;
+  Tensor ids;                 // [B,T] I32 input tokens
+  Tensor targets;             // [N] I32 next token, −1 at the last position of a row
+  Tensor emb;                 // [N,D] embedding rows (o₋₁)
+  Tensor rope_cos, rope_sin;  // [T, r/2] F32
+  std::vector<LayerActs> layers;
+  Tensor h_final, x_final, rstd_final;  // [N,D], [N,D], [N]
+  Tensor logits;                        // [N,V] (overwritten by dlogits in backward)
+  Tensor lse, loss_rows;                // [N], [N]
+  BackwardScratch g;
+
+  Activations(const ZayaConfig& c, int64_t B, int64_t T);
+
+ private:
+  Buffer mem_;
+};
+
+}  // namespace zaya

@@ -1,0 +1,43 @@
+#include "model/inspect.h"
+
+#include "model/param_layout.h"
+
+namespace zaya {
+
+ModelFacts model_facts(const ZayaConfig& c, int64_t context_length) {
+  ModelFacts f;
+  const ParamLayout layout = make_param_layout(c);
+  const int64_t D = c.hidden_size, V = c.vocab_size, d = c.head_dim();
+  int64_t matrix_values = 0, inactive_expert_values = 0;
+  for (const ParamSpec& s : layout.specs) {
+    ++f.tensors;
+    if (!s.trainable()) {
+      f.buffer_values += s.numel();
+      continue;
+    }
+    f.params_total += s.numel();
+    if (s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert) matrix_values += s.numel();
+  }
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    if (c.is_attention(i)) {
+      ++f.attention_layers;
+      continue;
+    }
+    ++f.moe_layers;
+    const int64_t F = c.ffn_hidden_size_list[size_t(i)];
+    inactive_expert_values += (c.num_experts(i) - 1) * (F * D + D * F / 2);
+  }
+  f.params_no_embedding = f.params_total - V * D;
+  f.params_active_no_embedding = f.params_no_embedding - inactive_expert_values;
+  // Active matrices + the LM head; convs, norms and elementwise work are lower order.
+  f.flops_matmul_per_token = 2.0 * double(matrix_values - inactive_expert_values + V * D);
+  // QKᵀ and AV: 2·2·Hq·d FLOPs per visible key; a causal token sees (T+1)/2 keys on average.
+  f.flops_attention_per_token =
+      4.0 * double(c.q_heads() * d) * double(context_length + 1) / 2.0 * double(f.attention_layers);
+  f.kv_values_per_token = f.attention_layers * 2 * c.kv_heads() * d;
+  f.mha_kv_values_per_token = f.attention_layers * 2 * c.num_attention_heads * d;
+  f.state_values_per_sequence = f.attention_layers * (2 * c.conv_channels() + D);
+  return f;
+}
+
+}  // namespace zaya

@@ -1,0 +1,108 @@
+#include "model/model.h"
+
+#include <filesystem>
+
+#include "core/log.h"
+#include "core/rng.h"
+#include "io/safetensors.h"
+
+namespace zaya {
+
+Model::Model(ZayaConfig config)
+    : config_(std::move(config)),
+      layout_(make_param_layout(config_)),
+      params_(layout_.total * sizeof(float)),
+      grads_(layout_.total * sizeof(float)) {
+  w = bind_weights(config_, layout_, params());
+  dw = bind_weights(config_, layout_, grads());
+}
+
+Tensor Model::view(float* base, const std::string& name) const {
+  const ParamSpec& s = layout_.at(name);
+  Tensor t(base + s.offset, {s.numel()});
+  t.ndim = int(s.shape.size());
+  for (int i = 0; i < t.ndim; ++i) t.shape[i] = s.shape[i];
+  return t;
+}
+
+void Model::zero_grads() {
+  grads_.zero();
+}
+
+void Model::init_random(uint64_t seed, double std) {
+  for (size_t k = 0; k < layout_.specs.size(); ++k) {
+    const ParamSpec& s = layout_.specs[k];
+    float* p = params() + s.offset;
+    const int64_t n = s.numel();
+    CounterRng rng{seed, k};  // one stream per tensor: independent of layout changes elsewhere
+    switch (s.init) {
+      case ParamInit::Normal:
+        for (int64_t i = 0; i < n; ++i) p[i] = float(std * rng.normal(uint64_t(i)));
+        break;
+      case ParamInit::Zero:
+        for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+        break;
+      case ParamInit::One:
+        for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+        break;
+      case ParamInit::BalancingBias:  // real experts 0, the skip class −1 (C3)
+        for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+        if (config_.zaya_use_mod) p[n - 1] = -1.0f;
+        break;
+    }
+  }
+}
+
+void Model::load_weights(const SafeTensors& st, const std::string& where) {
+  for (const ParamSpec& s : layout_.specs) {
+    const SafeTensorInfo* info = st.find(s.name);
+    if (!info) {
+      std::string shape;
+      for (int64_t d : s.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+      fail("{}: missing tensor '{}' (expected shape [{}]); config.json and the weights disagree",
+           where, s.name, shape);
+    }
+    st.read_into(s.name, view(params(), s.name));
+  }
+  for (const std::string& name : st.names()) {
+    if (layout_.index.count(name)) continue;
+    if (name == "lm_head.weight") {  // tied: allowed only as an exact copy of the embedding
+      const ParamSpec& e = layout_.at("model.embed_tokens.weight");
+      Buffer tmp(size_t(e.numel()) * sizeof(float));
+      Tensor t(static_cast<float*>(tmp.data()), {e.shape[0], e.shape[1]});
+      st.read_into(name, t);
+      const float* a = static_cast<float*>(tmp.data());
+      const float* b = params() + e.offset;
+      for (int64_t i = 0; i < e.numel(); ++i)
+        if (a[i] != b[i])
+          fail("{}: lm_head.weight differs from model.embed_tokens.weight, but ZAYA1 ties them",
+               where);
+      continue;
+    }
+    log_info("warning: {}: ignoring unexpected tensor '{}'", where, name);
+  }
+}
+
+Model Model::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(cfg)) fail("{}: no config.json in the model directory", dir);
+  Model m(load_config(cfg));
+  SafeTensors st = SafeTensors::open_dir(dir);
+  m.load_weights(st, dir);
+  return m;
+}
+
+void Model::save_dir(const std::string& dir) const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create directory '{}': {}", dir, ec.message());
+  save_config(config_, (fs::path(dir) / "config.json").string());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const ParamSpec& s : layout_.specs) tensors.emplace_back(s.name, param(s.name));
+  save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+}
+
+}  // namespace zaya

@@ -1,0 +1,50 @@
+// Model: a config, its parameter layout, and two arenas of that layout — the weights and their
+// gradients (F32). Loading accepts any float dtype on disk (F32/BF16/F16/F64) and computes in F32.
+#pragma once
+#include <string>
+
+#include "core/arena.h"
+#include "io/zaya_config.h"
+#include "model/param_layout.h"
+#include "model/weights.h"
+
+namespace zaya {
+
+class SafeTensors;
+
+class Model {
+ public:
+  explicit Model(ZayaConfig config);
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  Model(Model&&) = default;  // views stay valid: the arenas keep their heap blocks
+
+  // Loads config.json + model.safetensors (or index + shards) from a model directory.
+  static Model load_dir(const std::string& dir);
+  // Fills the weights from `st`; throws zaya::Error naming any missing or mis-shaped tensor.
+  void load_weights(const SafeTensors& st, const std::string& where);
+  // Writes config.json + model.safetensors (F32) into dir (created if needed).
+  void save_dir(const std::string& dir) const;
+  // Spec §9 initialisation from the counter-based RNG (std 0.02 for matrices, embedding, convs).
+  void init_random(uint64_t seed, double std = 0.02);
+  void zero_grads();
+
+  const ZayaConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  float* params() const { return static_cast<float*>(params_.data()); }
+  float* grads() const { return static_cast<float*>(grads_.data()); }
+  // Whole-tensor views by name.
+  Tensor param(const std::string& name) const { return view(params(), name); }
+  Tensor grad(const std::string& name) const { return view(grads(), name); }
+
+  ModelWeights w;   // views of params()
+  ModelWeights dw;  // views of grads()
+
+ private:
+  Tensor view(float* base, const std::string& name) const;
+  ZayaConfig config_;
+  ParamLayout layout_;
+  Buffer params_, grads_;
+};
+
+}  // namespace zaya

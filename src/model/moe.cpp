@@ -1,0 +1,58 @@
+#include "model/moe.h"
+
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace zaya {
+
+void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, const Tensor& x,
+                       const Tensor& rprev, const Tensor& o) {
+  ops::linear_forward(a.r, x, w.down_w, w.down_b);
+  if (w.eda_scale.defined()) {
+    ZAYA_ASSERT(rprev.defined(), "EDA scale without an earlier MoE layer");
+    ops::eda_forward(a.r, w.eda_scale, rprev);
+  }
+  ops::rmsnorm_forward(a.rn, a.rrstd, a.r, w.norm_w, float(c.norm_epsilon));  // C1
+  ops::linear_forward(a.a1p, a.rn, w.m1_w, w.m1_b);
+  ops::gelu_forward(a.a1, a.a1p);
+  ops::linear_forward(a.a2p, a.a1, w.m2_w, w.m2_b);
+  ops::gelu_forward(a.a2, a.a2p);
+  ops::linear_forward(a.logits, a.a2, w.m3_w, {});
+  ops::router_select_forward(a.probs, a.choice, a.weight, a.logits, w.biases);
+  ops::moe_forward(o, a.f, a.gu, a.act, x, a.choice, a.weight, w.fc1, w.fc2);
+}
+
+bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeights& dw,
+                        const MoeActs& a, BackwardScratch& g, const Tensor& x, const Tensor& rprev,
+                        const Tensor& dout, const Tensor& carry_in, const Tensor& carry_out,
+                        const Tensor& dx) {
+  const int64_t N = a.r.shape[0], R = a.r.shape[1], K = a.logits.shape[1];
+  const Tensor dweight = g.dweight, dlogits = g.dlogits.prefix({N, K});
+  const Tensor da2 = g.da2.prefix({N, R}), da2p = g.da2p.prefix({N, R});
+  const Tensor da1 = g.da1.prefix({N, R}), da1p = g.da1p.prefix({N, R});
+  const Tensor drn = g.drn.prefix({N, R}), dr = g.dr.prefix({N, R});
+
+  std::memset(dx.data, 0, dx.nbytes());  // moe_backward and the trunk both accumulate into dx
+  ops::moe_backward(dx, dw.fc1, dw.fc2, dweight, dout, x, a.choice, a.weight, w.fc1, w.fc2, a.f,
+                    a.gu, a.act);
+  ops::router_select_backward(dlogits, dweight, a.probs, a.choice);
+  ops::linear_backward(da2, dw.m3_w, {}, dlogits, a.a2, w.m3_w);
+  ops::gelu_backward(da2p, da2, a.a2p);
+  ops::linear_backward(da1, dw.m2_w, dw.m2_b, da2p, a.a1, w.m2_w);
+  ops::gelu_backward(da1p, da1, a.a1p);
+  ops::linear_backward(drn, dw.m1_w, dw.m1_b, da1p, a.rn, w.m1_w);
+  // Total router-state gradient = own use (through the RMSNorm) + the next layer's EDA read.
+  if (carry_in.defined()) std::memcpy(dr.data, carry_in.data, dr.nbytes());
+  ops::rmsnorm_backward(dr, dw.norm_w, drn, a.r, w.norm_w, a.rrstd, carry_in.defined());
+  bool carried = false;
+  if (w.eda_scale.defined()) {
+    std::memset(carry_out.data, 0, carry_out.nbytes());
+    ops::eda_backward(carry_out, dw.eda_scale, dr, rprev, w.eda_scale);
+    carried = true;
+  }
+  ops::linear_backward(dx, dw.down_w, dw.down_b, dr, x, w.down_w, /*accumulate_dx=*/true);
+  return carried;
+}
+
+}  // namespace zaya

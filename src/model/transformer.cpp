@@ -1,0 +1,120 @@
+#include "model/transformer.h"
+
+#include <cstring>
+#include <utility>
+
+#include "model/attention.h"
+#include "model/moe.h"
+#include "ops/ops.h"
+
+namespace zaya {
+
+namespace {
+
+// For each sub-layer, the index of the MoE sub-layer before it (−1 if none): whose router
+// state EDA reads.
+std::vector<int64_t> previous_moe(const ZayaConfig& c) {
+  std::vector<int64_t> prev(size_t(c.num_layers()), -1);
+  int64_t last = -1;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    prev[size_t(i)] = last;
+    if (!c.is_attention(i)) last = i;
+  }
+  return prev;
+}
+
+Tensor router_state_before(const Activations& a, const std::vector<int64_t>& prev, int64_t i) {
+  return prev[size_t(i)] < 0 ? Tensor{} : a.layers[size_t(prev[size_t(i)])].moe.r;
+}
+
+}  // namespace
+
+double model_forward(const Model& m, Activations& a, const int32_t* ids) {
+  const ZayaConfig& c = m.config();
+  const ModelWeights& w = m.w;
+  const int64_t B = a.B, T = a.T, N = B * T;
+  const float eps = float(c.norm_epsilon);
+  std::memcpy(a.ids.data, ids, size_t(N) * sizeof(int32_t));
+  int32_t* tgt = a.targets.ptr<int32_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) tgt[b * T + t] = t + 1 < T ? ids[b * T + t + 1] : -1;
+  ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
+  const Tensor ids_flat = a.ids.view({N});
+  ops::embedding_forward(a.emb, ids_flat, w.embed);
+
+  const auto prev = previous_moe(c);
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    LayerActs& l = a.layers[size_t(i)];
+    const LayerWeights& lw = w.layers[size_t(i)];
+    const Tensor o_prev = i == 0 ? a.emb : a.layers[size_t(i - 1)].o;
+    const Tensor h_prev = i == 0 ? Tensor{} : a.layers[size_t(i - 1)].h;
+    ops::merge_rmsnorm_forward(l.h, l.x, l.rstd, o_prev, h_prev, lw.res.ao, lw.res.bo, lw.res.ar,
+                               lw.res.br, lw.input_norm, eps);
+    if (c.is_attention(i))
+      attention_layer_forward(c, lw.attn, l.attn, a.rope_cos, a.rope_sin, l.x, l.o);
+    else
+      moe_layer_forward(c, lw.moe, l.moe, l.x, router_state_before(a, prev, i), l.o);
+  }
+  const LayerActs& last = a.layers.back();
+  ops::merge_rmsnorm_forward(a.h_final, a.x_final, a.rstd_final, last.o, last.h, w.final_res.ao,
+                             w.final_res.bo, w.final_res.ar, w.final_res.br, w.final_norm, eps);
+  ops::linear_forward(a.logits, a.x_final, w.embed, {});
+  ops::xent_forward(a.loss_rows, a.lse, a.logits, a.targets);
+  double sum = 0;
+  const float* lr = a.loss_rows.ptr<float>();
+  for (int64_t n = 0; n < N; ++n) sum += lr[n];
+  return sum / double(B * (T - 1));
+}
+
+void model_backward(Model& m, Activations& a, double grad_scale) {
+  const ZayaConfig& c = m.config();
+  const ModelWeights& w = m.w;
+  const ModelWeights& dw = m.dw;
+  BackwardScratch& g = a.g;
+  const int64_t N = a.B * a.T;
+
+  ops::xent_backward(a.logits, a.logits, a.lse, a.targets, grad_scale);
+  ops::linear_backward(g.dx, dw.embed, {}, a.logits, a.x_final, w.embed);
+
+  Tensor dh_cur = g.dh_a, dh_prev = g.dh_b;  // gradients of h_i and h_{i−1}
+  std::memset(dh_cur.data, 0, dh_cur.nbytes());
+  std::memset(dh_prev.data, 0, dh_prev.nbytes());
+  const LayerActs& last = a.layers.back();
+  ops::merge_rmsnorm_backward(g.dout, dh_prev, dw.final_res.ao, dw.final_res.bo, dw.final_res.ar,
+                              dw.final_res.br, dw.final_norm, dh_cur, g.dx, a.h_final, last.o,
+                              last.h, w.final_res.ao, w.final_res.bo, w.final_res.ar,
+                              w.final_res.br, w.final_norm, a.rstd_final);
+  std::swap(dh_cur, dh_prev);
+
+  const auto prev = previous_moe(c);
+  Tensor carry_in, carry_buf = g.dcarry_in, carry_out = g.dcarry_out;
+  for (int64_t i = c.num_layers() - 1; i >= 0; --i) {
+    const LayerActs& l = a.layers[size_t(i)];
+    const LayerWeights& lw = w.layers[size_t(i)];
+    const LayerWeights& ldw = dw.layers[size_t(i)];
+    if (c.is_attention(i)) {
+      attention_layer_backward(c, lw.attn, ldw.attn, l.attn, g, a.rope_cos, a.rope_sin, l.x, g.dout,
+                               g.dx);
+    } else {
+      const int64_t R = l.moe.r.shape[1];
+      const Tensor out = carry_out.prefix({N, R});
+      bool carried =
+          moe_layer_backward(c, lw.moe, ldw.moe, l.moe, g, l.x, router_state_before(a, prev, i),
+                             g.dout, carry_in, out, g.dx);
+      carry_in = carried ? out : Tensor{};
+      std::swap(carry_buf, carry_out);
+    }
+    const bool first = i == 0;
+    const Tensor o_prev = first ? a.emb : a.layers[size_t(i - 1)].o;
+    const Tensor h_prev = first ? Tensor{} : a.layers[size_t(i - 1)].h;
+    if (!first) std::memset(dh_prev.data, 0, dh_prev.nbytes());
+    ops::merge_rmsnorm_backward(g.dout, first ? Tensor{} : dh_prev, ldw.res.ao, ldw.res.bo,
+                                ldw.res.ar, ldw.res.br, ldw.input_norm, dh_cur, g.dx, l.h, o_prev,
+                                h_prev, lw.res.ao, lw.res.bo, lw.res.ar, lw.res.br, lw.input_norm,
+                                l.rstd);
+    std::swap(dh_cur, dh_prev);
+  }
+  ops::embedding_backward(dw.embed, g.dout, a.ids.view({N}), c.pad_token_id);
+}
+
+}  // namespace zaya
