@@ -1,0 +1,260 @@
+// moe_forward / moe_backward on the CPU: dropless top-1 dispatch (spec §5.5–5.6, §8.6).
+//
+// Tokens are grouped by class with a stable counting sort (deterministic, independent of the
+// thread count). Each real expert gathers its tokens' rows into contiguous scratch, runs one BLAS
+// GEMM per projection, and scatters the results back to token order. Skip tokens (class E) pass
+// x through: f = x, out = weight·x (C5). Experts without tokens run nothing, so their gradients
+// are left untouched.
+//
+// Shape-suffix legend:
+//   N tokens, D model width, E real experts (class E = skip), F = gate ‖ up width, H = F/2 expert
+//   hidden, M tokens of the expert being processed (rows of its gathered scratch).
+//   x_ND, f_ND, out_ND, dout_ND, dx_ND   token-order activations and gradients
+//   gu_NF, act_NH                        saved [g;u] = W1 x and η = SiLU(g) ⊙ u
+//   w1_EFD, w2_EDH, dw1_EFD, dw2_EDH     expert weights and their gradients
+//   choice_N, weight_N, dweight_N        routing: class in [0, E], its probability, its gradient
+//   tok_M, x_MD, gu_MF, act_MH, …        one expert's token indices and gathered rows
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+namespace {
+
+// Row-major C[m,n] = op(A)·op(B) + beta·C, op = transpose where asked.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Elementwise loops over fewer elements than this run on one thread: a parallel region costs more.
+constexpr int64_t kParallelMin = 1 << 14;
+
+template <class T>
+T sigmoid(T z) {
+  return T(1) / (T(1) + std::exp(-z));
+}
+
+// Token indices grouped by class: class e owns order[offset[e] .. offset[e+1]), ascending.
+struct Dispatch {
+  std::vector<int64_t> offset;  // [E+2]
+  std::vector<int64_t> order;   // [N]
+  int64_t max_rows = 0;         // most tokens routed to one real expert (scratch height)
+
+  int64_t rows(int64_t e) const { return offset[e + 1] - offset[e]; }
+  const int64_t* tokens(int64_t e) const { return order.data() + offset[e]; }
+};
+
+Dispatch group_by_class(const int32_t* choice_N, int64_t N, int64_t E) {
+  Dispatch g;
+  g.offset.assign(E + 2, 0);
+  g.order.resize(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t c = choice_N[n];
+    ZAYA_ASSERT(0 <= c && c <= E, "moe: choice[{}] = {} outside [0, {}] (E = skip)", n, c, E);
+    ++g.offset[c + 1];
+  }
+  for (int64_t e = 0; e <= E; ++e) g.offset[e + 1] += g.offset[e];
+  std::vector<int64_t> next(g.offset.begin(), g.offset.end() - 1);
+  for (int64_t n = 0; n < N; ++n) g.order[next[choice_N[n]]++] = n;
+  for (int64_t e = 0; e < E; ++e) g.max_rows = std::max(g.max_rows, g.rows(e));
+  return g;
+}
+
+// dst_MW[m] = src_NW[tok_M[m]], rows of width W.
+template <class T>
+void gather_rows(T* dst_MW, const T* src_NW, const int64_t* tok_M, int64_t M, int64_t W) {
+#pragma omp parallel for schedule(static) if (M * W >= kParallelMin)
+  for (int64_t m = 0; m < M; ++m)
+    std::memcpy(dst_MW + m * W, src_NW + tok_M[m] * W, size_t(W) * sizeof(T));
+}
+
+template <class T>
+void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32_t* choice_N,
+             const T* weight_N, const T* w1_EFD, const T* w2_EDH, int64_t N, int64_t D, int64_t E,
+             int64_t F) {
+  const int64_t H = F / 2;
+  const Dispatch g = group_by_class(choice_N, N, E);
+  std::vector<T> x_MD(g.max_rows * D), gu_MF(g.max_rows * F), act_MH(g.max_rows * H),
+      f_MD(g.max_rows * D);
+
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t M = g.rows(e);
+    const int64_t* tok_M = g.tokens(e);
+    if (M == 0) continue;
+    gather_rows(x_MD.data(), x_ND, tok_M, M, D);
+    gemm(false, true, M, F, D, x_MD.data(), D, w1_EFD + e * F * D, D, T(0), gu_MF.data(), F);
+#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const T* gu = gu_MF.data() + m * F;
+      T* act = act_MH.data() + m * H;
+      for (int64_t j = 0; j < H; ++j) act[j] = gu[j] * sigmoid(gu[j]) * gu[H + j];
+    }
+    gemm(false, true, M, D, H, act_MH.data(), H, w2_EDH + e * D * H, H, T(0), f_MD.data(), D);
+#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t n = tok_M[m];
+      std::memcpy(gu_NF + n * F, gu_MF.data() + m * F, size_t(F) * sizeof(T));
+      std::memcpy(act_NH + n * H, act_MH.data() + m * H, size_t(H) * sizeof(T));
+      const T* f = f_MD.data() + m * D;
+      for (int64_t d = 0; d < D; ++d)
+        f_ND[n * D + d] = f[d], out_ND[n * D + d] = weight_N[n] * f[d];
+    }
+  }
+
+  // Skip class: identity times probability; its gu/act rows are zeroed (unused by backward).
+  const int64_t S = g.rows(E);
+  const int64_t* tok_S = g.tokens(E);
+#pragma omp parallel for schedule(static) if (S * D >= kParallelMin)
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = tok_S[s];
+    for (int64_t d = 0; d < D; ++d) {
+      f_ND[n * D + d] = x_ND[n * D + d];
+      out_ND[n * D + d] = weight_N[n] * x_ND[n * D + d];
+    }
+    std::fill_n(gu_NF + n * F, F, T(0));
+    std::fill_n(act_NH + n * H, H, T(0));
+  }
+}
+
+template <class T>
+void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, const T* x_ND,
+              const int32_t* choice_N, const T* weight_N, const T* w1_EFD, const T* w2_EDH,
+              const T* f_ND, const T* gu_NF, const T* act_NH, int64_t N, int64_t D, int64_t E,
+              int64_t F) {
+  const int64_t H = F / 2;
+
+  // ḡw = ⟨ḡo, f⟩ for every token (f = x for skip tokens), summed in double.
+#pragma omp parallel for schedule(static) if (N * D >= kParallelMin)
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0;
+    for (int64_t d = 0; d < D; ++d) s += double(dout_ND[n * D + d]) * double(f_ND[n * D + d]);
+    dweight_N[n] = T(s);
+  }
+
+  const Dispatch g = group_by_class(choice_N, N, E);
+  std::vector<T> x_MD(g.max_rows * D), df_MD(g.max_rows * D), act_MH(g.max_rows * H),
+      dact_MH(g.max_rows * H), dgu_MF(g.max_rows * F), dx_MD(g.max_rows * D);
+
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t M = g.rows(e);
+    const int64_t* tok_M = g.tokens(e);
+    if (M == 0) continue;
+    const T* w1_FD = w1_EFD + e * F * D;
+    const T* w2_DH = w2_EDH + e * D * H;
+    gather_rows(x_MD.data(), x_ND, tok_M, M, D);
+    gather_rows(act_MH.data(), act_NH, tok_M, M, H);
+#pragma omp parallel for schedule(static) if (M * D >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t n = tok_M[m];
+      for (int64_t d = 0; d < D; ++d) df_MD[m * D + d] = weight_N[n] * dout_ND[n * D + d];
+    }
+    gemm(true, false, D, H, M, df_MD.data(), D, act_MH.data(), H, T(1), dw2_EDH + e * D * H, H);
+    gemm(false, false, M, H, D, df_MD.data(), D, w2_DH, H, T(0), dact_MH.data(), H);
+#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const T* gu = gu_NF + tok_M[m] * F;
+      const T* dact = dact_MH.data() + m * H;
+      T* dgu = dgu_MF.data() + m * F;
+      for (int64_t j = 0; j < H; ++j) {
+        const T z = gu[j], u = gu[H + j], sig = sigmoid(z);
+        dgu[j] = dact[j] * u * sig * (T(1) + z * (T(1) - sig));  // SiLU'(g) = σ(1 + g(1 − σ))
+        dgu[H + j] = dact[j] * z * sig;
+      }
+    }
+    gemm(true, false, F, D, M, dgu_MF.data(), F, x_MD.data(), D, T(1), dw1_EFD + e * F * D, D);
+    gemm(false, false, M, D, F, dgu_MF.data(), F, w1_FD, D, T(0), dx_MD.data(), D);
+#pragma omp parallel for schedule(static) if (M * D >= kParallelMin)
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t n = tok_M[m];
+      for (int64_t d = 0; d < D; ++d) dx_ND[n * D + d] += dx_MD[m * D + d];
+    }
+  }
+
+  const int64_t S = g.rows(E);
+  const int64_t* tok_S = g.tokens(E);
+#pragma omp parallel for schedule(static) if (S * D >= kParallelMin)
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t n = tok_S[s];
+    for (int64_t d = 0; d < D; ++d) dx_ND[n * D + d] += weight_N[n] * dout_ND[n * D + d];
+  }
+}
+
+// Shapes shared by forward and backward: returns {N, D, E, F}.
+std::array<int64_t, 4> moe_shapes(const char* op, const Tensor& x, const Tensor& choice,
+                                  const Tensor& weight, const Tensor& w1, const Tensor& w2) {
+  ZAYA_ASSERT(w1.ndim == 3 && w2.ndim == 3, "{}: w1 {} and w2 {} must be [E,F,D] and [E,D,F/2]", op,
+              w1.shape_str(), w2.shape_str());
+  const int64_t E = w1.size(0), F = w1.size(1), D = w1.size(2), N = choice.numel();
+  ZAYA_ASSERT(
+      D > 0 && F > 0 && F % 2 == 0 && w2.size(0) == E && w2.size(1) == D && w2.size(2) == F / 2,
+      "{}: w1 {} and w2 {} disagree (want w1 [E,F,D], w2 [E,D,F/2], D > 0, F even > 0)", op,
+      w1.shape_str(), w2.shape_str());
+  ZAYA_ASSERT(choice.dtype == DType::I32, "{}: choice must be I32, got {}", op,
+              dtype_name(choice.dtype));
+  ZAYA_ASSERT(x.numel() == N * D, "{}: x {} for {} choices and D = {}", op, x.shape_str(), N, D);
+  check_numel(weight, N, "moe: weight");
+  return {N, D, E, F};
+}
+
+}  // namespace
+
+void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
+                 const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
+                 const Tensor& w2) {
+  check_float(x, out, f, gu, act, weight, w1, w2);
+  ZAYA_ASSERT(out.defined() && f.defined() && gu.defined() && act.defined() && weight.defined(),
+              "moe_forward: out, f, gu, act and weight are required");
+  const auto [N, D, E, F] = moe_shapes("moe_forward", x, choice, weight, w1, w2);
+  check_numel(out, N * D, "moe_forward: out");
+  check_numel(f, N * D, "moe_forward: f");
+  check_numel(gu, N * F, "moe_forward: gu");
+  check_numel(act, N * F / 2, "moe_forward: act");
+  ZAYA_DISPATCH_FLOAT(x.dtype, {
+    forward(out.ptr<scalar_t>(), f.ptr<scalar_t>(), gu.ptr<scalar_t>(), act.ptr<scalar_t>(),
+            x.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(), w1.ptr<scalar_t>(),
+            w2.ptr<scalar_t>(), N, D, E, F);
+  });
+}
+
+void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
+                  const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
+                  const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
+                  const Tensor& act) {
+  check_float(x, dx, dw1, dw2, dweight, dout, weight, w1, w2, f, gu, act);
+  ZAYA_ASSERT(dx.defined() && dw1.defined() && dw2.defined() && dweight.defined() &&
+                  dout.defined() && weight.defined() && f.defined() && gu.defined() &&
+                  act.defined(),
+              "moe_backward: every tensor is required");
+  const auto [N, D, E, F] = moe_shapes("moe_backward", x, choice, weight, w1, w2);
+  check_numel(dx, N * D, "moe_backward: dx");
+  check_numel(dw1, w1.numel(), "moe_backward: dw1");
+  check_numel(dw2, w2.numel(), "moe_backward: dw2");
+  check_numel(dweight, N, "moe_backward: dweight");
+  check_numel(dout, N * D, "moe_backward: dout");
+  check_numel(f, N * D, "moe_backward: f");
+  check_numel(gu, N * F, "moe_backward: gu");
+  check_numel(act, N * F / 2, "moe_backward: act");
+  ZAYA_DISPATCH_FLOAT(x.dtype, {
+    backward(dx.ptr<scalar_t>(), dw1.ptr<scalar_t>(), dw2.ptr<scalar_t>(), dweight.ptr<scalar_t>(),
+             dout.ptr<scalar_t>(), x.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(),
+             w1.ptr<scalar_t>(), w2.ptr<scalar_t>(), f.ptr<scalar_t>(), gu.ptr<scalar_t>(),
+             act.ptr<scalar_t>(), N, D, E, F);
+  });
+}
+
+}  // namespace zaya::ops
