@@ -1,0 +1,106 @@
+// l2norm_scale_forward / l2norm_scale_backward on the CPU: per-head L2 normalisation to √d with
+// the linear key temperature (spec §4.5, backward §8.5 step 3).
+//
+// x[B,T,H,d] → y = s_h · x/‖x‖, s_h = √d·temp[h] (or √d without temp); norm[B,T,H] = ‖x‖ saved.
+// No eps (spec §13). Norms, dot products and the per-head scale are computed in double, then each
+// output is rounded once. dtemp is reduced in a fixed token order, independent of threading.
+#include <cmath>
+#include <vector>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+namespace {
+
+struct NormDims {
+  int64_t N, H, d;
+};
+
+NormDims check_norm(const char* op, const Tensor& x, const Tensor& y, const Tensor& norm,
+                    const Tensor& temp) {
+  ZAYA_ASSERT(x.ndim == 4, "{}: x must be [B,T,H,d], got {}", op, x.shape_str());
+  const int64_t N = x.size(0) * x.size(1), H = x.size(2), d = x.size(3);
+  ZAYA_ASSERT(y.defined() && norm.defined(), "{}: missing output or norm", op);
+  check_numel(y, N * H * d, "l2norm_scale y/dx [B,T,H,d]");
+  check_numel(norm, N * H, "l2norm_scale norm [B,T,H]");
+  if (temp.defined()) check_numel(temp, H, "l2norm_scale temp [H]");
+  return {N, H, d};
+}
+
+template <class S>
+double head_scale(const S* temp, int64_t h, int64_t d) {
+  return std::sqrt(double(d)) * (temp ? double(temp[h]) : 1.0);
+}
+
+template <class S>
+void norm_forward(S* y, S* norm, const S* x, const S* temp, NormDims D) {
+  const int64_t H = D.H, d = D.d;
+#pragma omp parallel for schedule(static) if (D.N * H * d > 65536)
+  for (int64_t nh = 0; nh < D.N * H; ++nh) {
+    const S* xr = x + nh * d;
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * double(xr[i]);
+    const double nrm = std::sqrt(ss), k = head_scale(temp, nh % H, d) / nrm;
+    norm[nh] = S(nrm);
+    for (int64_t i = 0; i < d; ++i) y[nh * d + i] = S(double(xr[i]) * k);
+  }
+}
+
+template <class S>
+void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, const S* temp,
+                   NormDims D) {
+  const int64_t H = D.H, d = D.d;
+  std::vector<double> dots(dtemp ? D.N * H : 0);  // ⟨x̂, dy⟩ per (token, head), for dtemp
+#pragma omp parallel for schedule(static) if (D.N * H * d > 65536)
+  for (int64_t nh = 0; nh < D.N * H; ++nh) {
+    const S* xr = x + nh * d;
+    const S* dyr = dy + nh * d;
+    const double nrm = double(norm[nh]);
+    double dot = 0;
+    for (int64_t i = 0; i < d; ++i) dot += double(xr[i]) * double(dyr[i]);
+    dot /= nrm;
+    // dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩); dy is read before dx is written, so they may alias.
+    const double k = head_scale(temp, nh % H, d) / nrm;
+    for (int64_t i = 0; i < d; ++i)
+      dx[nh * d + i] = S(k * (double(dyr[i]) - double(xr[i]) / nrm * dot));
+    if (dtemp) dots[nh] = dot;
+  }
+  if (!dtemp) return;
+  const double root_d = std::sqrt(double(d));
+  for (int64_t h = 0; h < H; ++h) {
+    double s = 0;
+    for (int64_t n = 0; n < D.N; ++n) s += dots[n * H + h];
+    dtemp[h] += S(root_d * s);
+  }
+}
+
+}  // namespace
+
+void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x,
+                          const Tensor& temp) {
+  check_float(x, y, norm, temp);
+  const NormDims D = check_norm("l2norm_scale_forward", x, y, norm, temp);
+  ZAYA_DISPATCH_FLOAT(
+      x.dtype, norm_forward<scalar_t>(y.ptr<scalar_t>(), norm.ptr<scalar_t>(), x.ptr<scalar_t>(),
+                                      temp.defined() ? temp.ptr<scalar_t>() : nullptr, D));
+}
+
+void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
+                           const Tensor& norm, const Tensor& temp) {
+  check_float(x, dx, dtemp, dy, norm, temp);
+  const NormDims D = check_norm("l2norm_scale_backward", x, dx, norm, temp);
+  ZAYA_ASSERT(dy.defined(), "l2norm_scale_backward: missing dy");
+  check_numel(dy, D.N * D.H * D.d, "l2norm_scale dy [B,T,H,d]");
+  // dtemp may be left undefined (not needed); it must not be given without temp.
+  ZAYA_ASSERT(!dtemp.defined() || temp.defined(), "l2norm_scale_backward: dtemp without temp");
+  if (dtemp.defined()) check_numel(dtemp, D.H, "l2norm_scale dtemp [H]");
+  ZAYA_DISPATCH_FLOAT(
+      x.dtype,
+      norm_backward<scalar_t>(dx.ptr<scalar_t>(), dtemp.defined() ? dtemp.ptr<scalar_t>() : nullptr,
+                              dy.ptr<scalar_t>(), x.ptr<scalar_t>(), norm.ptr<scalar_t>(),
+                              temp.defined() ? temp.ptr<scalar_t>() : nullptr, D));
+}
+
+}  // namespace zaya::ops

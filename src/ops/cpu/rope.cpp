@@ -1,0 +1,93 @@
+// rope_tables / rope_forward / rope_backward on the CPU: partial NeoX rotary embedding (spec §4.6,
+// backward §8.5 step 2).
+//
+// Tables are F32 and built with every step in fp32 (C7), as S1 does:
+//   e_i = float(2i)/float(r),  inv_freq_i = 1.0f / powf(float(θ), e_i),
+//   angle_{t,i} = float(pos0 + t) · inv_freq_i  (one fp32 multiply),  cos/sin = cosf/sinf(angle).
+// cosf/sinf are the C library's fp32 functions (glibc: correctly rounded in practice); PyTorch's
+// vectorised fp32 cos/sin may differ from them by an ulp, which is within rounding of the spec.
+// x[B,T,H,d]: pairs (i, i+m), m = r/2, rotate by the angle of (t, i); dims ≥ r pass through.
+// Backward is the same rotation by −angle. x may be F32 or F64; table values are cast to it.
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
+  ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
+              "rope_tables: cos/sin must be F32 (C7), got {} / {}", dtype_name(cos.dtype),
+              dtype_name(sin.dtype));
+  ZAYA_ASSERT(r > 0 && r % 2 == 0 && pos0 >= 0, "rope_tables: r = {} (even, > 0), pos0 = {}", r,
+              pos0);
+  ZAYA_ASSERT(cos.ndim == 2 && cos.size(1) == r / 2 && sin.ndim == 2 &&
+                  sin.size(0) == cos.size(0) && sin.size(1) == r / 2,
+              "rope_tables: cos {} sin {} for r = {} (need [T, r/2])", cos.shape_str(),
+              sin.shape_str(), r);
+  const int64_t T = cos.size(0), m = r / 2;
+  float* cp = cos.ptr<float>();
+  float* sp = sin.ptr<float>();
+  const float base = float(theta);
+  for (int64_t t = 0; t < T; ++t) {
+    const float pos = float(pos0 + t);
+    for (int64_t i = 0; i < m; ++i) {
+      const float e = float(2 * i) / float(r);
+      const float inv_freq = 1.0f / std::pow(base, e);  // float overloads: powf
+      const float angle = pos * inv_freq;
+      cp[t * m + i] = std::cos(angle);  // cosf
+      sp[t * m + i] = std::sin(angle);  // sinf
+    }
+  }
+}
+
+namespace {
+
+// Rotates every head of x[N = B·T, H, d] by sign·angle: row n uses table row n mod T.
+template <class S>
+void rotate(S* x, const float* cos, const float* sin, int64_t BT, int64_t T, int64_t H, int64_t d,
+            int64_t m, S sign) {
+#pragma omp parallel for schedule(static) if (BT * H * m > 65536)
+  for (int64_t n = 0; n < BT; ++n) {
+    const float* cr = cos + (n % T) * m;
+    const float* sr = sin + (n % T) * m;
+    for (int64_t h = 0; h < H; ++h) {
+      S* v = x + (n * H + h) * d;
+      for (int64_t i = 0; i < m; ++i) {
+        const S c = S(cr[i]), s = sign * S(sr[i]);
+        const S a = v[i], b = v[i + m];
+        v[i] = a * c - b * s;
+        v[i + m] = b * c + a * s;
+      }
+    }
+  }
+}
+
+void rope_apply(const char* op, const Tensor& x, const Tensor& cos, const Tensor& sin,
+                double sign) {
+  ZAYA_ASSERT(x.defined() && (x.dtype == DType::F32 || x.dtype == DType::F64),
+              "{}: x must be F32/F64, got {}", op, dtype_name(x.dtype));
+  ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
+              "{}: tables must be F32 (C7)", op);
+  ZAYA_ASSERT(x.ndim == 4, "{}: x must be [B,T,H,d], got {}", op, x.shape_str());
+  const int64_t B = x.size(0), T = x.size(1), H = x.size(2), d = x.size(3);
+  ZAYA_ASSERT(cos.ndim == 2 && cos.size(0) == T && sin.ndim == 2 && sin.size(0) == T &&
+                  sin.size(1) == cos.size(1) && 2 * cos.size(1) <= d,
+              "{}: x {} with tables cos {} sin {} (need [T, r/2], r ≤ d)", op, x.shape_str(),
+              cos.shape_str(), sin.shape_str());
+  const int64_t m = cos.size(1);
+  ZAYA_DISPATCH_FLOAT(
+      x.dtype, rotate<scalar_t>(x.ptr<scalar_t>(), cos.ptr<float>(), sin.ptr<float>(), B * T, T, H,
+                                d, m, scalar_t(sign)));
+}
+
+}  // namespace
+
+void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  rope_apply("rope_forward", x, cos, sin, 1.0);
+}
+
+void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin) {
+  rope_apply("rope_backward", dx, cos, sin, -1.0);
+}
+
+}  // namespace zaya::ops
