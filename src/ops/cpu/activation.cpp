@@ -1,0 +1,59 @@
+// Exact (erf) GELU on the CPU, elementwise on any shape (spec §5.3): y = x·Φ(x),
+// dx = dy·(Φ(x) + x·φ(x)). Φ(x) = ½(1 + erf(x/√2)) is evaluated as ½·erfc(−x/√2), the same
+// function without the cancellation of 1 + erf for negative x.
+#include <cmath>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1/√2
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)
+
+template <class T>
+inline T normal_cdf(T x) {
+  return T(0.5) * std::erfc(-x * T(kInvSqrt2));
+}
+
+template <class T>
+void forward(T* y, const T* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * normal_cdf(x[i]);
+}
+
+template <class T>
+void backward(T* dx, const T* dy, const T* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x[i];
+    const T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+    dx[i] = dy[i] * (normal_cdf(v) + v * pdf);
+  }
+}
+
+}  // namespace
+
+void gelu_forward(const Tensor& y, const Tensor& x) {
+  check_float(x, y);
+  ZAYA_ASSERT(y.defined(), "gelu_forward: y is required");
+  const int64_t n = x.numel();
+  check_numel(y, n, "gelu_forward: y");
+  ZAYA_DISPATCH_FLOAT(x.dtype, forward(y.ptr<scalar_t>(), x.ptr<scalar_t>(), n));
+}
+
+void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x) {
+  check_float(x, dx, dy);
+  ZAYA_ASSERT(dx.defined() && dy.defined(), "gelu_backward: dx and dy are required");
+  const int64_t n = x.numel();
+  check_numel(dx, n, "gelu_backward: dx");
+  check_numel(dy, n, "gelu_backward: dy");
+  ZAYA_DISPATCH_FLOAT(x.dtype,
+                      backward(dx.ptr<scalar_t>(), dy.ptr<scalar_t>(), x.ptr<scalar_t>(), n));
+}
+
+}  // namespace zaya::ops

@@ -1,0 +1,78 @@
+// Exponential depth averaging on the CPU (spec §5.2, §8.8): r[N,R] += γ[R] ⊙ rprev[N,R] in place;
+// backward drprev += γ ⊙ dr and dγ += Σ_n dr ⊙ rprev, the latter summed per column block in double
+// (thread-count independent bits).
+#include <algorithm>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
+
+constexpr int64_t kColBlock = 64;  // columns per reduction task (any value gives the same bits)
+
+template <class T>
+void forward(T* r_NR, const T* g_R, const T* rp_NR, int64_t N, int64_t R) {
+#pragma omp parallel for schedule(static) if (N * R > kParallelMin)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < R; ++j) r_NR[n * R + j] += g_R[j] * rp_NR[n * R + j];
+}
+
+// drp_NR / dg_R may be null (not needed).
+template <class T>
+void backward(T* drp_NR, T* dg_R, const T* dr_NR, const T* rp_NR, const T* g_R, int64_t N,
+              int64_t R) {
+  const int64_t blocks = (R + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static) if (N * R > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t j0 = b * kColBlock, j1 = std::min(R, j0 + kColBlock);
+    double acc[kColBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const T* dr = dr_NR + n * R;
+      const T* rp = rp_NR + n * R;
+      for (int64_t j = j0; j < j1; ++j) acc[j - j0] += double(dr[j]) * double(rp[j]);
+      if (drp_NR)
+        for (int64_t j = j0; j < j1; ++j) drp_NR[n * R + j] += g_R[j] * dr[j];
+    }
+    if (dg_R)
+      for (int64_t j = j0; j < j1; ++j) dg_R[j] += T(acc[j - j0]);
+  }
+}
+
+template <class T>
+T* opt(const Tensor& t) {
+  return t.defined() ? t.ptr<T>() : nullptr;
+}
+
+}  // namespace
+
+void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
+  ZAYA_ASSERT(r.defined() && gamma.defined() && rprev.defined(),
+              "eda_forward: r, gamma and rprev are required");
+  const int64_t R = r.size(-1), N = R ? r.numel() / R : 0;
+  check_float(r, gamma, rprev);
+  check_numel(gamma, R, "eda_forward: gamma");
+  check_numel(rprev, N * R, "eda_forward: rprev");
+  ZAYA_DISPATCH_FLOAT(
+      r.dtype, forward(r.ptr<scalar_t>(), gamma.ptr<scalar_t>(), rprev.ptr<scalar_t>(), N, R));
+}
+
+void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
+                  const Tensor& gamma) {
+  ZAYA_ASSERT(dr.defined() && rprev.defined() && gamma.defined(),
+              "eda_backward: dr, rprev and gamma are required");
+  const int64_t R = dr.size(-1), N = R ? dr.numel() / R : 0;
+  check_float(dr, drprev, dgamma, rprev, gamma);
+  check_numel(rprev, N * R, "eda_backward: rprev");
+  check_numel(gamma, R, "eda_backward: gamma");
+  if (drprev.defined()) check_numel(drprev, N * R, "eda_backward: drprev");
+  if (dgamma.defined()) check_numel(dgamma, R, "eda_backward: dgamma");
+  ZAYA_DISPATCH_FLOAT(dr.dtype,
+                      backward(opt<scalar_t>(drprev), opt<scalar_t>(dgamma), dr.ptr<scalar_t>(),
+                               rprev.ptr<scalar_t>(), gamma.ptr<scalar_t>(), N, R));
+}
+
+}  // namespace zaya::ops

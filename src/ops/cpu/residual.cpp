@@ -1,0 +1,249 @@
+// Residual-scaled merge h = (o + bo) ⊙ ao + (hp + br) ⊙ ar (spec §3, §8.3) and the fused
+// merge + RMSNorm, on the CPU. Parameter gradients are summed over rows per column block in double
+// (thread-count independent bits). The fused ops repeat rmsnorm.cpp's row formulas expression for
+// expression, so they give the same bits as the two ops called in sequence.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace zaya::ops {
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
+
+constexpr int64_t kColBlock = 64;  // columns per reduction task (any value gives the same bits)
+
+// Legend: N tokens, D model width. hp/ar/br (and their gradients) are null for sub-layer 0.
+template <class T>
+struct Merge {
+  const T *o_ND, *hp_ND, *ao_D, *bo_D, *ar_D, *br_D;
+};
+
+template <class T>
+Merge<T> merge_args(const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
+                    const Tensor& ar, const Tensor& br) {
+  auto p = [](const Tensor& t) { return t.defined() ? t.ptr<T>() : nullptr; };
+  return {p(o), p(hp), p(ao), p(bo), p(ar), p(br)};
+}
+
+template <class T>
+inline void merge_row(T* h, const Merge<T>& m, int64_t n, int64_t D) {
+  const T* o = m.o_ND + n * D;
+  if (m.hp_ND) {
+    const T* hp = m.hp_ND + n * D;
+    for (int64_t j = 0; j < D; ++j)
+      h[j] = (o[j] + m.bo_D[j]) * m.ao_D[j] + (hp[j] + m.br_D[j]) * m.ar_D[j];
+  } else {
+    for (int64_t j = 0; j < D; ++j) h[j] = (o[j] + m.bo_D[j]) * m.ao_D[j];
+  }
+}
+
+// Optional RMSNorm weight gradient folded into the merge-backward pass (fused op only).
+template <class T>
+struct NormGrad {
+  T* dw_D = nullptr;
+  const T *dx_ND = nullptr, *h_ND = nullptr, *rstd_N = nullptr;
+};
+
+// One pass over column blocks: dao/dbo/dar/dbr (and dw) += Σ_n …, dhp += ar ⊙ dh, do_ = ao ⊙ dh.
+// do_ is written last in each row so that it may alias dh.
+template <class T>
+void merge_backward_blocks(T* do_ND, T* dhp_ND, T* dao_D, T* dbo_D, T* dar_D, T* dbr_D,
+                           const NormGrad<T>& ng, const T* dh_ND, const Merge<T>& m, int64_t N,
+                           int64_t D) {
+  const int64_t blocks = (D + kColBlock - 1) / kColBlock;
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t j0 = b * kColBlock, j1 = std::min(D, j0 + kColBlock);
+    double sw[kColBlock] = {}, sao[kColBlock] = {}, sbo[kColBlock] = {}, sar[kColBlock] = {},
+           sbr[kColBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const T* dh = dh_ND + n * D;
+      const T* o = m.o_ND + n * D;
+      if (ng.dw_D) {
+        const T* dx = ng.dx_ND + n * D;
+        const T* h = ng.h_ND + n * D;
+        const T r = ng.rstd_N[n];
+        for (int64_t j = j0; j < j1; ++j) sw[j - j0] += double(dx[j]) * double(r * h[j]);
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        sao[j - j0] += double(o[j] + m.bo_D[j]) * double(dh[j]);
+        sbo[j - j0] += double(m.ao_D[j]) * double(dh[j]);
+      }
+      if (m.hp_ND) {
+        const T* hp = m.hp_ND + n * D;
+        for (int64_t j = j0; j < j1; ++j) {
+          sar[j - j0] += double(hp[j] + m.br_D[j]) * double(dh[j]);
+          sbr[j - j0] += double(m.ar_D[j]) * double(dh[j]);
+        }
+        if (dhp_ND) {
+          T* dhp = dhp_ND + n * D;
+          for (int64_t j = j0; j < j1; ++j) dhp[j] += m.ar_D[j] * dh[j];
+        }
+      }
+      if (do_ND) {
+        T* d = do_ND + n * D;
+        for (int64_t j = j0; j < j1; ++j) d[j] = m.ao_D[j] * dh[j];
+      }
+    }
+    for (int64_t j = j0; j < j1; ++j) {
+      if (ng.dw_D) ng.dw_D[j] += T(sw[j - j0]);
+      if (dao_D) dao_D[j] += T(sao[j - j0]);
+      if (dbo_D) dbo_D[j] += T(sbo[j - j0]);
+      if (m.hp_ND && dar_D) dar_D[j] += T(sar[j - j0]);
+      if (m.hp_ND && dbr_D) dbr_D[j] += T(sbr[j - j0]);
+    }
+  }
+}
+
+template <class T>
+void merge_forward_rows(T* h_ND, const Merge<T>& m, int64_t N, int64_t D) {
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t n = 0; n < N; ++n) merge_row(h_ND + n * D, m, n, D);
+}
+
+template <class T>
+void merge_rmsnorm_forward_rows(T* h_ND, T* x_ND, T* rstd_N, const Merge<T>& m, const T* w_D,
+                                int64_t N, int64_t D, float eps) {
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t n = 0; n < N; ++n) {
+    T* h = h_ND + n * D;
+    T* y = x_ND + n * D;
+    merge_row(h, m, n, D);
+    // From here on exactly rmsnorm.cpp's forward row, with x = h.
+    double ss = 0;
+    for (int64_t j = 0; j < D; ++j) ss += double(h[j]) * double(h[j]);
+    const T r = T(1.0 / std::sqrt(ss / double(D) + double(eps)));
+    rstd_N[n] = r;
+    for (int64_t j = 0; j < D; ++j) y[j] = w_D[j] * (r * h[j]);
+  }
+}
+
+// dh += RMSNorm backward of dy: exactly rmsnorm.cpp's accumulating dx row, with x = h.
+template <class T>
+void rmsnorm_backward_accumulate_rows(T* dh_ND, const T* dy_ND, const T* x_ND, const T* w_D,
+                                      const T* rstd_N, int64_t N, int64_t D) {
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* dy = dy_ND + n * D;
+    const T* x = x_ND + n * D;
+    T* dx = dh_ND + n * D;
+    const T r = rstd_N[n];
+    double s = 0;
+    for (int64_t j = 0; j < D; ++j) s += double(dy[j] * w_D[j]) * double(r * x[j]);
+    const T c = T(s / double(D));
+    for (int64_t j = 0; j < D; ++j) dx[j] += r * (dy[j] * w_D[j] - (r * x[j]) * c);
+  }
+}
+
+// Shape checks shared by all four entry points; returns D and sets N.
+int64_t check_merge(const char* op, int64_t* N, const Tensor& h, const Tensor& o, const Tensor& hp,
+                    const Tensor& ao, const Tensor& bo, const Tensor& ar, const Tensor& br) {
+  ZAYA_ASSERT(o.defined() && ao.defined() && bo.defined(), "{}: o, ao and bo are required", op);
+  const int64_t D = o.size(-1);
+  *N = D ? o.numel() / D : 0;
+  check_float(o, h, hp, ao, bo, ar, br);
+  ZAYA_ASSERT(hp.defined() == ar.defined() && hp.defined() == br.defined(),
+              "{}: hp, ar and br must be all defined or all undefined", op);
+  if (h.defined()) check_numel(h, *N * D, op);
+  check_numel(ao, D, op);
+  check_numel(bo, D, op);
+  if (hp.defined()) {
+    check_numel(hp, *N * D, op);
+    check_numel(ar, D, op);
+    check_numel(br, D, op);
+  }
+  return D;
+}
+
+template <class T>
+T* opt(const Tensor& t) {
+  return t.defined() ? t.ptr<T>() : nullptr;
+}
+
+}  // namespace
+
+void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
+                            const Tensor& bo, const Tensor& ar, const Tensor& br) {
+  int64_t N;
+  const int64_t D = check_merge("residual_merge_forward", &N, h, o, hp, ao, bo, ar, br);
+  ZAYA_ASSERT(h.defined(), "residual_merge_forward: h is required");
+  ZAYA_DISPATCH_FLOAT(
+      o.dtype,
+      merge_forward_rows(h.ptr<scalar_t>(), merge_args<scalar_t>(o, hp, ao, bo, ar, br), N, D));
+}
+
+void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
+                             const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
+                             const Tensor& dh, const Tensor& o, const Tensor& hp, const Tensor& ao,
+                             const Tensor& bo, const Tensor& ar, const Tensor& br) {
+  const char* op = "residual_merge_backward";
+  int64_t N;
+  const int64_t D = check_merge(op, &N, dh, o, hp, ao, bo, ar, br);
+  ZAYA_ASSERT(dh.defined(), "{}: dh is required", op);
+  check_float(o, do_, dhp, dao, dbo, dar, dbr);
+  if (do_.defined()) check_numel(do_, N * D, op);
+  if (dhp.defined()) check_numel(dhp, N * D, op);
+  for (const Tensor* t : {&dao, &dbo, &dar, &dbr})
+    if (t->defined()) check_numel(*t, D, op);
+  ZAYA_DISPATCH_FLOAT(o.dtype, {
+    using T = scalar_t;
+    merge_backward_blocks<T>(opt<T>(do_), opt<T>(dhp), opt<T>(dao), opt<T>(dbo), opt<T>(dar),
+                             opt<T>(dbr), NormGrad<T>{}, dh.ptr<T>(),
+                             merge_args<T>(o, hp, ao, bo, ar, br), N, D);
+  });
+}
+
+void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd, const Tensor& o,
+                           const Tensor& hp, const Tensor& ao, const Tensor& bo, const Tensor& ar,
+                           const Tensor& br, const Tensor& w, float eps) {
+  const char* op = "merge_rmsnorm_forward";
+  int64_t N;
+  const int64_t D = check_merge(op, &N, h, o, hp, ao, bo, ar, br);
+  ZAYA_ASSERT(h.defined() && x.defined() && rstd.defined() && w.defined(),
+              "{}: h, x, rstd and w are required", op);
+  check_float(o, x, rstd, w);
+  check_numel(x, N * D, op);
+  check_numel(rstd, N, op);
+  check_numel(w, D, op);
+  ZAYA_DISPATCH_FLOAT(
+      o.dtype, merge_rmsnorm_forward_rows(
+                   h.ptr<scalar_t>(), x.ptr<scalar_t>(), rstd.ptr<scalar_t>(),
+                   merge_args<scalar_t>(o, hp, ao, bo, ar, br), w.ptr<scalar_t>(), N, D, eps));
+}
+
+void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
+                            const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
+                            const Tensor& dw, const Tensor& dh, const Tensor& dx, const Tensor& h,
+                            const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
+                            const Tensor& ar, const Tensor& br, const Tensor& w,
+                            const Tensor& rstd) {
+  const char* op = "merge_rmsnorm_backward";
+  int64_t N;
+  const int64_t D = check_merge(op, &N, dh, o, hp, ao, bo, ar, br);
+  ZAYA_ASSERT(dh.defined() && dx.defined() && h.defined() && w.defined() && rstd.defined(),
+              "{}: dh, dx, h, w and rstd are required", op);
+  check_float(o, do_, dhp, dao, dbo, dar, dbr, dw, dx, h, w, rstd);
+  check_numel(dx, N * D, op);
+  check_numel(h, N * D, op);
+  check_numel(w, D, op);
+  check_numel(rstd, N, op);
+  if (do_.defined()) check_numel(do_, N * D, op);
+  if (dhp.defined()) check_numel(dhp, N * D, op);
+  for (const Tensor* t : {&dao, &dbo, &dar, &dbr, &dw})
+    if (t->defined()) check_numel(*t, D, op);
+  ZAYA_DISPATCH_FLOAT(o.dtype, {
+    using T = scalar_t;
+    T* dh_ND = dh.ptr<T>();
+    const T *dx_ND = dx.ptr<T>(), *h_ND = h.ptr<T>(), *w_D = w.ptr<T>(), *rstd_N = rstd.ptr<T>();
+    rmsnorm_backward_accumulate_rows(dh_ND, dx_ND, h_ND, w_D, rstd_N, N, D);
+    NormGrad<T> ng{opt<T>(dw), dx_ND, h_ND, rstd_N};
+    merge_backward_blocks<T>(opt<T>(do_), opt<T>(dhp), opt<T>(dao), opt<T>(dbo), opt<T>(dar),
+                             opt<T>(dbr), ng, dh_ND, merge_args<T>(o, hp, ao, bo, ar, br), N, D);
+  });
+}
+
+}  // namespace zaya::ops
