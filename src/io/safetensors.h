@@ -16,7 +16,7 @@ struct SafeTensorInfo {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;  // into the mapping
+  const void* data = nullptr;  // into the mapping (may be unaligned if the writer did not pad)
   size_t nbytes = 0;
   std::string file;  // the file holding it (for messages)
   int64_t numel() const {
@@ -38,6 +38,8 @@ class SafeTensors {
   const SafeTensorInfo& at(const std::string& name) const;    // throws Error if absent
   std::vector<std::string> names() const;                     // sorted
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  size_t size() const { return tensors_.size(); }
+  const std::string& source() const { return source_; }  // the file or directory opened
 
   // Copies tensor `name` into dst (F32 or F64), converting from F32/F64/BF16/F16; throws Error
   // when it is missing, not a float dtype, or its shape differs from dst's.
@@ -48,6 +50,7 @@ class SafeTensors {
   std::vector<std::shared_ptr<Mapping>> maps_;
   std::map<std::string, SafeTensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
+  std::string source_;  // the file or directory opened (for messages)
   void add_file(const std::string& path);
 };
 

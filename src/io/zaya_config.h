@@ -44,16 +44,23 @@ struct ZayaConfig {
   int64_t kv_heads() const { return num_key_value_heads; }                         // H_k
   int64_t conv_channels() const { return (q_heads() + kv_heads()) * head_dim(); }  // C
   int64_t rotary_dim() const { return int64_t(double(head_dim()) * partial_rotary_factor); }
-  int64_t num_experts(int64_t i) const { return zaya_layers[i]; }                  // n
+  int64_t num_experts(int64_t i) const { return zaya_layers[i]; }  // n
   int64_t router_classes(int64_t i) const { return zaya_layers[i] + (zaya_use_mod ? 1 : 0); }
   // True when MoE sub-layer i has an EDA scale γ (router_states_scale).
   bool has_eda_scale(int64_t i) const { return zaya_use_eda && !is_attention(i) && i != 1; }
+
+  bool operator==(const ZayaConfig&) const = default;  // all fields, including extra
 };
 
 // Parses and validates; throws zaya::Error naming the field on any problem.
 ZayaConfig config_from_json(const nlohmann::json& j);
+// The checks of spec §1.3 (and the fixed values of §1.1/§1.2, looked up in `extra`) on a config
+// built in code; config_from_json and save_config run it. Throws zaya::Error naming the field.
+void validate_config(const ZayaConfig& c);
 ZayaConfig load_config(const std::string& path);
+// The S1-readable file: the known fields plus `extra` verbatim ("a" for attention entries).
 nlohmann::json config_to_json(const ZayaConfig& c);
+// Validates, then writes config_to_json(c) atomically (temporary file + rename).
 void save_config(const ZayaConfig& c, const std::string& path);
 
 }  // namespace zaya

@@ -1,0 +1,441 @@
+// config.json ↔ ZayaConfig (spec §1). One field list (visit_fields) drives parsing, writing and
+// the set of known names; everything else in the file is kept verbatim in `extra`, where the
+// fixed-value fields of §1.1/§1.2 are checked. Every problem throws zaya::Error as
+// "config.json: field 'X': what is wrong (expected ...)".
+#include "io/zaya_config.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "core/assert.h"
+
+namespace zaya {
+
+namespace {
+
+using json = nlohmann::json;
+
+enum class Need { Required, Optional };
+
+// zaya_layers in the file: "a" for attention (stored as 0), a positive integer n for MoE.
+template <class V>
+struct LayerKinds {
+  V& v;
+};
+template <class V>
+LayerKinds(V&) -> LayerKinds<V>;
+
+// THE list of config.json fields that ZayaConfig holds. Missing optional fields keep the struct's
+// defaults, which are S1's defaults (spec §1.1).
+template <class Config, class Visitor>
+void visit_fields(Config& c, Visitor&& v) {
+  v("hidden_size", c.hidden_size, Need::Required);
+  v("vocab_size", c.vocab_size, Need::Required);
+  v("zaya_layers", LayerKinds{c.zaya_layers}, Need::Required);
+  v("num_attention_heads", c.num_attention_heads, Need::Required);
+  v("num_key_value_heads", c.num_key_value_heads, Need::Required);
+  v("cca_num_q_heads", c.cca_num_q_heads, Need::Required);
+  v("num_query_groups_list", c.num_query_groups_list, Need::Required);
+  v("ffn_hidden_size_list", c.ffn_hidden_size_list, Need::Required);
+  v("zaya_mlp_expansion", c.zaya_mlp_expansion, Need::Required);
+  v("moe_router_topk", c.moe_router_topk, Need::Optional);
+  v("zaya_use_mod", c.zaya_use_mod, Need::Optional);
+  v("zaya_use_eda", c.zaya_use_eda, Need::Optional);
+  v("norm_epsilon", c.norm_epsilon, Need::Optional);
+  v("rope_theta", c.rope_theta, Need::Optional);
+  v("partial_rotary_factor", c.partial_rotary_factor, Need::Optional);
+  v("max_position_embeddings", c.max_position_embeddings, Need::Optional);
+  v("tie_word_embeddings", c.tie_word_embeddings, Need::Optional);
+  v("pad_token_id", c.pad_token_id, Need::Optional);
+  v("bos_token_id", c.bos_token_id, Need::Optional);
+  v("eos_token_id", c.eos_token_id, Need::Optional);
+  v("scale_residual_merge", c.scale_residual_merge, Need::Optional);
+  v("residual_in_fp32", c.residual_in_fp32, Need::Optional);
+}
+
+// Fields kept in `extra` whose value S1 fixes: present → must equal `want` (spec §1.1, §1.2).
+struct FixedValue {
+  const char* field;
+  json want;
+  const char* why;
+};
+const std::vector<FixedValue>& fixed_values() {
+  static const std::vector<FixedValue> table = {
+      {"attention_bias", false, "ZAYA1's attention linears have no biases"},
+      {"add_bias_linear", false, "ZAYA1's expert linears have no biases"},
+      {"lm_head_bias", false, "the tied LM head has no bias"},
+      {"gated_linear_unit", true, "ZAYA1's experts are gated (SwiGLU)"},
+      {"activation_func", "swiglu", "ZAYA1's experts use SwiGLU"},
+      {"activation_func_fp8_input_store", false, "fp8 activation storage is not supported"},
+      {"bias_activation_fusion", true, "S1 only runs its fused SwiGLU path"},
+      {"attention_dropout", 0.0, "ZAYA1 uses no attention dropout"},
+      {"sliding_window", nullptr, "ZAYA1 has no sliding-window attention"},
+      {"use_cache", true, "an inference switch; only its type is checked"},
+      {"clamp_temp", false, "S1 does not clamp the key temperature"},
+      {"cca_time0", 2, "S1's first CCA convolution has kernel size 2"},
+      {"cca_time1", 2, "S1's second CCA convolution has kernel size 2"},
+  };
+  return table;
+}
+
+std::string shown(const json& v) {
+  std::string s = v.dump();
+  return s.size() <= 40 ? s : s.substr(0, 40) + "...";
+}
+
+template <class... Args>
+[[noreturn]] void field_error(std::string_view field, fmt::format_string<Args...> f,
+                              Args&&... args) {
+  fail("config.json: field '{}': {}", field, fmt::format(f, std::forward<Args>(args)...));
+}
+
+bool fits_int64(const json& v) {
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX));
+}
+
+int64_t as_int(const char* name, const json& v) {
+  if (!fits_int64(v)) field_error(name, "got {} (expected an integer)", shown(v));
+  return v.get<int64_t>();
+}
+
+// Reads each known field from the file, checking its JSON type.
+struct Reader {
+  const json& j;
+  const json* get(const char* name, Need need, const char* expected) {
+    auto it = j.find(name);
+    if (it != j.end()) return &*it;
+    if (need == Need::Required) field_error(name, "missing (expected {})", expected);
+    return nullptr;
+  }
+  void operator()(const char* name, int64_t& x, Need need) {
+    if (const json* v = get(name, need, "an integer")) x = as_int(name, *v);
+  }
+  void operator()(const char* name, double& x, Need need) {
+    const json* v = get(name, need, "a number");
+    if (!v) return;
+    if (!v->is_number()) field_error(name, "got {} (expected a number)", shown(*v));
+    x = v->get<double>();
+  }
+  void operator()(const char* name, bool& x, Need need) {
+    const json* v = get(name, need, "true or false");
+    if (!v) return;
+    if (!v->is_boolean()) field_error(name, "got {} (expected true or false)", shown(*v));
+    x = v->get<bool>();
+  }
+  void operator()(const char* name, std::vector<int64_t>& x, Need need) {
+    const json* v = get(name, need, "a list of integers");
+    if (!v) return;
+    if (!v->is_array()) field_error(name, "got {} (expected a list of integers)", shown(*v));
+    x.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& e = (*v)[i];
+      if (!fits_int64(e))
+        field_error(name, "entry {} is {} (expected a list of integers)", i, shown(e));
+      x.push_back(e.get<int64_t>());
+    }
+  }
+  void operator()(const char* name, LayerKinds<std::vector<int64_t>> x, Need need) {
+    const char* expected = "a list of \"a\" (attention) and positive integers (MoE experts)";
+    const json* v = get(name, need, expected);
+    if (!v) return;
+    if (!v->is_array()) field_error(name, "got {} (expected {})", shown(*v), expected);
+    x.v.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& e = (*v)[i];
+      if (e.is_string() && e.get<std::string>() == "a") {
+        x.v.push_back(0);
+      } else if (fits_int64(e) && e.get<int64_t>() > 0) {
+        x.v.push_back(e.get<int64_t>());
+      } else {
+        field_error(name, "entry {} is {} (expected \"a\" or a positive number of experts)", i,
+                    shown(e));
+      }
+    }
+  }
+};
+
+// Writes each known field.
+struct Writer {
+  json& j;
+  template <class T>
+  void operator()(const char* name, const T& x, Need) {
+    j[name] = x;
+  }
+  void operator()(const char* name, LayerKinds<const std::vector<int64_t>> x, Need) {
+    json list = json::array();
+    for (int64_t n : x.v) list.push_back(n == 0 ? json("a") : json(n));
+    j[name] = std::move(list);
+  }
+};
+
+const std::set<std::string>& known_names() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> s;
+    const ZayaConfig c;
+    visit_fields(c, [&](const char* name, const auto&, Need) { s.insert(name); });
+    return s;
+  }();
+  return names;
+}
+
+void check_positive(const char* name, double x) {
+  if (!(x > 0)) field_error(name, "is {} (expected a positive number)", x);
+}
+
+void check_token_id(const char* name, int64_t id, int64_t vocab) {
+  if (id < 0 || id >= vocab)
+    field_error(name, "is {} (expected a token id in [0, vocab_size={}))", id, vocab);
+}
+
+// The fixed-value, ignored-but-checked and later-Zyphra fields, all of which live in `extra`.
+void validate_extra(const ZayaConfig& c) {
+  const json& x = c.extra;
+  if (!x.is_object()) fail("config.json: extra fields must be a JSON object (internal)");
+  for (const FixedValue& f : fixed_values()) {
+    auto it = x.find(f.field);
+    if (it == x.end()) continue;
+    const json& v = *it;
+    const json& want = f.want;
+    const char* type = want.is_boolean()          ? "true or false"
+                       : want.is_string()         ? "a string"
+                       : want.is_number_integer() ? "an integer"
+                       : want.is_number()         ? "a number"
+                                                  : "null";
+    bool type_ok = want.is_boolean()          ? v.is_boolean()
+                   : want.is_string()         ? v.is_string()
+                   : want.is_number_integer() ? v.is_number_integer()
+                   : want.is_number()         ? v.is_number()
+                                              : v.is_null();
+    if (!type_ok) field_error(f.field, "got {} (expected {}: {})", shown(v), type, f.why);
+    if (std::string_view(f.field) == "use_cache") continue;  // any boolean
+    if (v != want) field_error(f.field, "got {} (expected {}: {})", shown(v), want.dump(), f.why);
+  }
+
+  if (auto it = x.find("rope_scaling"); it != x.end()) {
+    const json& v = *it;
+    if (v.is_object())
+      field_error("rope_scaling", "{} is unsupported (expected null or false: plain RoPE only)",
+                  shown(v));
+    if (!v.is_null() && v != json(false))
+      field_error("rope_scaling", "got {} (expected null or false)", shown(v));
+  }
+
+  if (auto it = x.find("head_dim"); it != x.end()) {
+    if (!fits_int64(*it) || it->get<int64_t>() != c.head_dim())
+      field_error("head_dim", "got {} (expected hidden_size / num_attention_heads = {})",
+                  shown(*it), c.head_dim());
+  }
+
+  if (auto it = x.find("num_experts"); it != x.end()) {
+    // An integer (every MoE sub-layer has that many experts) or a list: the integers of
+    // zaya_layers in order, or a per-sub-layer list of length L with 0 at attention entries.
+    const json& v = *it;
+    std::vector<int64_t> moe, per_layer;
+    for (int64_t n : c.zaya_layers) {
+      if (n > 0) moe.push_back(n);
+      per_layer.push_back(n);
+    }
+    bool ok = false;
+    if (fits_int64(v)) {
+      ok = true;
+      for (int64_t n : moe) ok &= n == v.get<int64_t>();
+    } else if (v.is_array()) {
+      std::vector<int64_t> got;
+      ok = true;
+      for (const json& e : v) {
+        if (!fits_int64(e)) {
+          ok = false;
+          break;
+        }
+        got.push_back(e.get<int64_t>());
+      }
+      ok = ok && (got == moe || got == per_layer);
+    } else {
+      field_error("num_experts", "got {} (expected an integer or a list of integers)", shown(v));
+    }
+    if (!ok)
+      field_error("num_experts", "got {} (expected the expert counts of zaya_layers)", shown(v));
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("{}: cannot open config file: {}", path, std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  bool read_error = std::ferror(f);
+  std::fclose(f);
+  if (read_error) fail("{}: read error", path);
+  return text;
+}
+
+}  // namespace
+
+void validate_config(const ZayaConfig& c) {
+  const int64_t D = c.hidden_size, V = c.vocab_size, Nh = c.num_attention_heads,
+                Hk = c.num_key_value_heads, L = c.num_layers();
+  check_positive("hidden_size", double(D));
+  check_positive("vocab_size", double(V));
+  check_positive("num_attention_heads", double(Nh));
+  check_positive("num_key_value_heads", double(Hk));
+  if (L == 0) field_error("zaya_layers", "is empty (expected at least one sub-layer)");
+  for (int64_t n : c.zaya_layers)
+    if (n < 0) field_error("zaya_layers", "has entry {} (expected \"a\" or a positive integer)", n);
+
+  // Per-layer lists all have length L.
+  const std::pair<const char*, const std::vector<int64_t>*> lists[] = {
+      {"cca_num_q_heads", &c.cca_num_q_heads},
+      {"num_query_groups_list", &c.num_query_groups_list},
+      {"ffn_hidden_size_list", &c.ffn_hidden_size_list},
+      {"zaya_mlp_expansion", &c.zaya_mlp_expansion}};
+  for (const auto& [name, list] : lists)
+    if (int64_t(list->size()) != L)
+      field_error(name, "has {} entries (expected one per sub-layer: len(zaya_layers) = {})",
+                  list->size(), L);
+
+  // Heads.
+  if (D % Nh != 0)
+    field_error("num_attention_heads", "{} does not divide hidden_size {} (expected D % N_h == 0)",
+                Nh, D);
+  if (Nh % 2 != 0)
+    field_error("num_attention_heads",
+                "is {} (expected an even number: CCA uses N_h/2 query heads)", Nh);
+  if ((Nh / 2) % Hk != 0)
+    field_error("num_key_value_heads",
+                "{} does not divide the {} query heads (expected (num_attention_heads/2) % "
+                "num_key_value_heads == 0)",
+                Hk, Nh / 2);
+  const int64_t d = D / Nh;
+  if ((Hk * d) % 2 != 0)
+    field_error("num_key_value_heads",
+                "H_k·d = {} is odd (expected even: the values split into two halves of H_k·d/2)",
+                Hk * d);
+
+  // RoPE.
+  if (!(c.partial_rotary_factor > 0))
+    field_error("partial_rotary_factor", "is {} (expected a number in (0, 1])",
+                c.partial_rotary_factor);
+  const int64_t r = c.rotary_dim();
+  if (r > d)
+    field_error("partial_rotary_factor",
+                "gives r = floor(d·{}) = {} rotary dims, more than the head size d = {} (expected "
+                "r <= d)",
+                c.partial_rotary_factor, r, d);
+  if (r % 2 != 0)
+    field_error("partial_rotary_factor",
+                "gives r = floor(d·{}) = {} rotary dims with d = {} (expected r even)",
+                c.partial_rotary_factor, r, d);
+  check_positive("rope_theta", c.rope_theta);
+  check_positive("norm_epsilon", c.norm_epsilon);
+  check_positive("max_position_embeddings", double(c.max_position_embeddings));
+
+  // Fixed values held in the struct.
+  if (c.moe_router_topk != 1)
+    field_error("moe_router_topk", "is {} (expected 1: ZAYA1 routes each token to one expert)",
+                c.moe_router_topk);
+  if (!c.tie_word_embeddings)
+    field_error("tie_word_embeddings", "is false (expected true: the LM head is the embedding)");
+  if (!c.scale_residual_merge)
+    field_error("scale_residual_merge", "is false (expected true: ZAYA1 scales residual merges)");
+
+  check_token_id("pad_token_id", c.pad_token_id, V);
+  check_token_id("bos_token_id", c.bos_token_id, V);
+  check_token_id("eos_token_id", c.eos_token_id, V);
+
+  // Per sub-layer.
+  int64_t first_moe = -1, router_width = -1;
+  for (int64_t i = 0; i < L; ++i) {
+    if (c.is_attention(i)) {
+      if (c.cca_num_q_heads[i] != Nh / 2)
+        field_error("cca_num_q_heads",
+                    "entry {} is {} (expected num_attention_heads/2 = {} at attention sub-layers)",
+                    i, c.cca_num_q_heads[i], Nh / 2);
+      if (c.num_query_groups_list[i] != Hk)
+        field_error("num_query_groups_list",
+                    "entry {} is {} (expected num_key_value_heads = {} at attention sub-layers)", i,
+                    c.num_query_groups_list[i], Hk);
+      continue;
+    }
+    const int64_t F = c.ffn_hidden_size_list[i], R = c.zaya_mlp_expansion[i];
+    if (F <= 0 || F % 2 != 0)
+      field_error("ffn_hidden_size_list",
+                  "entry {} is {} (expected a positive even number at MoE sub-layers: gate ‖ up)",
+                  i, F);
+    if (R <= 0)
+      field_error("zaya_mlp_expansion",
+                  "entry {} is {} (expected a positive router width at MoE sub-layers)", i, R);
+    if (first_moe < 0) first_moe = i, router_width = R;
+    if (c.zaya_use_eda && R != router_width)
+      field_error("zaya_mlp_expansion",
+                  "entry {} is {} but entry {} is {} (expected the same router width in every MoE "
+                  "sub-layer when zaya_use_eda is true)",
+                  i, R, first_moe, router_width);
+  }
+  if (c.zaya_use_eda && first_moe >= 0 && first_moe != 1)
+    field_error("zaya_layers",
+                "the first MoE sub-layer is at index {} (expected index 1 when zaya_use_eda is "
+                "true: S1 turns EDA off in sub-layer 1 only)",
+                first_moe);
+
+  validate_extra(c);
+}
+
+ZayaConfig config_from_json(const nlohmann::json& j) {
+  if (!j.is_object())
+    fail("config.json: expected a JSON object at the top level, got {}", shown(j));
+  ZayaConfig c;
+  visit_fields(c, Reader{j});
+  const auto& known = known_names();
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key)) c.extra[key] = value;
+  validate_config(c);
+  return c;
+}
+
+ZayaConfig load_config(const std::string& path) {
+  const std::string text = read_text(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON: {}", path, e.what());
+  }
+  try {
+    return config_from_json(j);
+  } catch (const Error& e) {
+    fail("{} (in {})", e.what(), path);
+  }
+}
+
+nlohmann::json config_to_json(const ZayaConfig& c) {
+  json j = c.extra.is_object() ? c.extra : json::object();
+  visit_fields(c, Writer{j});
+  return j;
+}
+
+void save_config(const ZayaConfig& c, const std::string& path) {
+  validate_config(c);
+  const std::string text = config_to_json(c).dump(2) + "\n";
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  std::string err = ok ? "" : std::strerror(errno);
+  if (std::fclose(f) != 0 && ok) ok = false, err = std::strerror(errno);
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", tmp, err);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = std::strerror(errno);
+    std::remove(tmp.c_str());
+    fail("cannot rename {} to {}: {}", tmp, path, err);
+  }
+}
+
+}  // namespace zaya
