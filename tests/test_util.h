@@ -3,24 +3,30 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
+#include "core/assert.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
 namespace zaya::test {
 
 // ---- tolerances (one table for the whole suite) ----
-inline constexpr double kOpAbs = 1e-5, kOpRel = 1e-5;     // CPU f32 op vs double reference
-inline constexpr double kGradRelDouble = 1e-6;            // backward vs numerical, double
-inline constexpr double kGradRelFloat = 1e-3;             // backward vs numerical, float
-inline constexpr double kModelLogitRel = 1e-4;            // tiny model logits vs twin (of max |logit|)
-inline constexpr double kModelLossAbs = 1e-5;             // tiny model loss vs twin
-inline constexpr double kModelGradRelL2 = 1e-3;           // tiny model grads vs twin, relative L2
-inline constexpr double kNumericalStep = 1e-6;            // central-difference step (double)
+inline constexpr double kOpAbs = 1e-5, kOpRel = 1e-5;  // CPU f32 op vs double reference
+inline constexpr double kGradRelDouble = 1e-6;         // backward vs numerical, double
+inline constexpr double kGradRelFloat = 1e-3;          // backward vs numerical, float
+inline constexpr double kModelLogitRel = 1e-4;         // tiny model logits vs twin (of max |logit|)
+inline constexpr double kModelLossAbs = 1e-5;          // tiny model loss vs twin
+inline constexpr double kModelGradRelL2 = 1e-3;        // tiny model grads vs twin, relative L2
+inline constexpr double kNumericalStep = 1e-6;         // central-difference step (double)
 
 // Deterministic normal fill with a per-test seed.
 template <class T>
@@ -99,6 +105,34 @@ double dot(const std::vector<A>& a, const std::vector<B>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += double(a[i]) * double(b[i]);
   return s;
+}
+
+// A fresh directory under the test temp dir (unique even across parallel test processes),
+// removed afterwards.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::path(testing::TempDir()) / "zaya_XXXXXX").string();
+    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+    path = tmpl;
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
+};
+
+// Runs f, which must throw zaya::Error whose message contains every one of `parts`.
+template <class F>
+void expect_error(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a zaya::Error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    for (const auto& part : parts)
+      EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
+  }
 }
 
 // The odd sizes every op is exercised on (house plan §3).

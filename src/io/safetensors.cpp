@@ -4,6 +4,8 @@
 // live as long as the SafeTensors object (moves keep them alive).
 #include "io/safetensors.h"
 
+#include "io/file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -249,15 +251,7 @@ SafeTensors SafeTensors::open_dir(const std::string& dir) {
 
   json index;
   {
-    std::FILE* f = std::fopen(index_path.c_str(), "rb");
-    if (!f) fail("{}: cannot open: {}", index_path, errno_str());
-    std::string text;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    bool read_error = std::ferror(f);
-    std::fclose(f);
-    if (read_error) fail("{}: read error", index_path);
+    const std::string text = read_text_file(index_path, "index");
     try {
       index = json::parse(text);
     } catch (const json::exception& e) {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/assert.h"
+#include "io/file.h"
 
 namespace zaya {
 
@@ -16,19 +17,6 @@ namespace {
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
-}
-
-std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) fail("{}: cannot open token file: {}", path, std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  bool read_error = std::ferror(f);
-  std::fclose(f);
-  if (read_error) fail("{}: read error", path);
-  return text;
 }
 
 // Shortened token for messages.
@@ -40,7 +28,7 @@ std::string shown(std::string_view tok) {
 
 TokenLines read_token_lines(const std::string& path, int64_t vocab_size) {
   ZAYA_ASSERT(vocab_size > 0, "read_token_lines: vocab_size {} must be positive", vocab_size);
-  const std::string text = read_file(path);
+  const std::string text = read_text_file(path, "token file");
   TokenLines out;
   int64_t first_line = 0;  // line number of the first non-blank line (sets cols)
   int64_t line_no = 0;

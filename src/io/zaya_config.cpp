@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/assert.h"
+#include "io/file.h"
 
 namespace zaya {
 
@@ -261,19 +262,6 @@ void validate_extra(const ZayaConfig& c) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) fail("{}: cannot open config file: {}", path, std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  bool read_error = std::ferror(f);
-  std::fclose(f);
-  if (read_error) fail("{}: read error", path);
-  return text;
-}
-
 }  // namespace
 
 void validate_config(const ZayaConfig& c) {
@@ -398,7 +386,7 @@ ZayaConfig config_from_json(const nlohmann::json& j) {
 }
 
 ZayaConfig load_config(const std::string& path) {
-  const std::string text = read_text(path);
+  const std::string text = read_text_file(path, "config file");
   json j;
   try {
     j = json::parse(text);

@@ -1,6 +1,7 @@
 // The zaya binary end to end: `eval` against the twin's vectors, `inspect` on ZAYA1-base, and
 // every kind of bad input giving one clear "zaya: error:" line and exit code 1 (never a crash).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -32,8 +33,10 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
+// A fresh directory private to this test process (ctest runs tests in parallel).
 fs::path scratch(const std::string& name) {
-  fs::path p = fs::path(::testing::TempDir()) / ("zaya_cli_" + name);
+  fs::path p =
+      fs::path(::testing::TempDir()) / ("zaya_cli_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

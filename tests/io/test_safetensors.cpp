@@ -12,35 +12,10 @@
 #include "test_util.h"
 
 using namespace zaya;
+using namespace zaya::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh directory under the test temp dir, removed afterwards.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "zaya_st_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-// Runs f, which must throw zaya::Error whose message contains every one of `parts`.
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a zaya::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& part : parts)
-      EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
-  }
-}
 
 // Writes a raw safetensors file: declared header length, header text, then data bytes.
 void write_raw(const std::string& path, uint64_t header_len, const std::string& header,

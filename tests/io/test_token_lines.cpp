@@ -11,35 +11,10 @@
 #include "test_util.h"
 
 using namespace zaya;
+using namespace zaya::test;
 namespace fs = std::filesystem;
 
-namespace {
-
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "zaya_tl_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
-
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a zaya::Error";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const auto& part : parts)
-      EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 class TokenLinesTest : public testing::Test {
  protected:

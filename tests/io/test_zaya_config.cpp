@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 using namespace zaya;
+using namespace zaya::test;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -26,18 +27,6 @@ json read_json(const std::string& path) {
   EXPECT_TRUE(f.good()) << path;
   return json::parse(f);
 }
-
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    std::string tmpl = (fs::path(testing::TempDir()) / "zaya_cfg_XXXXXX").string();
-    char* p = ::mkdtemp(tmpl.data());
-    EXPECT_NE(p, nullptr);
-    path = tmpl;
-  }
-  ~ScratchDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-};
 
 std::string error_of(const std::function<void()>& f) {
   try {

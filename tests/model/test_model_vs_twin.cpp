@@ -2,6 +2,7 @@
 // logits within 1e-4 of the largest |logit|, loss within 1e-5, every gradient within 1e-3
 // relative L2 (house plan §5). Plus properties the twin cannot see: determinism, independence of
 // the batch split, bf16 weights.
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -140,7 +141,8 @@ TEST(Model, Bf16WeightsLoadAndEvaluateInF32) {
   const fs::path dir = case_dir(names.front());
   Model m = Model::load_dir(dir.string());
   // Write the same model with bf16 tensors (balancing biases stay F32, as in ZAYA1-base).
-  const fs::path tmp = fs::path(::testing::TempDir()) / "zaya_bf16_model";
+  const fs::path tmp =
+      fs::path(::testing::TempDir()) / ("zaya_bf16_model_" + std::to_string(::getpid()));
   fs::create_directories(tmp);
   fs::copy_file(dir / "config.json", tmp / "config.json", fs::copy_options::overwrite_existing);
   std::vector<std::vector<uint16_t>> store;
