@@ -1,7 +1,6 @@
 // Throughput of the CPU causal attention op (forward, backward) in f32.
 // usage: bench_attention [T=4096] [B=1] [Hq=8] [Hk=2] [d=128] [reps=3]
-// Not built by CMake; e.g. g++ -O3 -march=native -fopenmp -std=c++20 -Isrc
-//   bench/bench_attention.cpp src/ops/cpu/attention.cpp -lfmt -o bench_attention
+// Built as build/release/bench/bench_attention.
 // Flops count the useful causal work: forward 2 GEMMs, backward 5 (7 are computed, counting the
 // recomputation of S and dP in the dq pass), each ≈ 2·(T²/2)·d per (b, query head).
 #include <omp.h>

@@ -20,9 +20,18 @@ namespace zaya::cli {
 
 namespace {
 
+constexpr size_t kAutoBatchBytes = size_t(2) << 30;  // activations budget of the automatic choice
+
+// Largest row count ≤ B whose activations fit the budget (at least 1).
+int64_t auto_rows(const ZayaConfig& c, int64_t B, int64_t T) {
+  int64_t rows = B;
+  while (rows > 1 && Activations::bytes_needed(c, rows, T) > kAutoBatchBytes) rows = (rows + 1) / 2;
+  return rows;
+}
+
 struct EvalArgs {
   std::string model, tokens, logits_out, grads_out;
-  int64_t rows_per_batch = 8;
+  int64_t rows_per_batch = 0;  // 0: as many as fit in kAutoBatchBytes
   bool quiet = false;
 };
 
@@ -38,7 +47,9 @@ int run_eval(const EvalArgs& args) {
            args.model, c.num_layers(), timer.seconds());
 
   Buffer logits_all(args.logits_out.empty() ? 0 : size_t(B * T * V) * sizeof(float));
-  const int64_t chunk = std::clamp<int64_t>(args.rows_per_batch, 1, B);
+  const int64_t chunk =
+      args.rows_per_batch > 0 ? std::min(args.rows_per_batch, B) : auto_rows(c, B, T);
+  if (want_grads) model.zero_grads();
   std::unique_ptr<Activations> acts;
   double loss_sum = 0;  // Σ of per-chunk mean losses weighted by their rows
   for (int64_t r0 = 0; r0 < B; r0 += chunk) {
@@ -87,8 +98,9 @@ Action add_eval_command(CLI::App& app) {
   sub->add_option("--grads", args->grads_out,
                   "write the loss gradient of every trainable parameter to this safetensors");
   sub->add_option("--rows-per-batch", args->rows_per_batch,
-                  "rows evaluated together (bounds memory; results agree up to rounding)")
-      ->check(CLI::PositiveNumber);
+                  "rows evaluated together (default: as many as fit in 2 GiB of activations; "
+                  "results agree up to rounding)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--quiet", args->quiet, "no progress output");
   return [args] { return run_eval(*args); };
 }

@@ -110,6 +110,14 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m) {
 
 }  // namespace
 
+size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T) {
+  Activations a;
+  a.B = B, a.T = T;
+  Carver measure;
+  carve(a, c, measure);
+  return measure.used;
+}
+
 Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_) : B(B_), T(T_) {
   Carver measure;
   carve(*this, c, measure);

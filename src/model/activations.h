@@ -70,8 +70,11 @@ struct Activations {
   BackwardScratch g;
 
   Activations(const ZayaConfig& c, int64_t B, int64_t T);
+  // Bytes one Activations(c, B, T) allocates (to choose a micro-batch that fits in memory).
+  static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T);
 
  private:
+  Activations() = default;
   Buffer mem_;
 };
 

@@ -11,10 +11,8 @@ namespace zaya {
 Model::Model(ZayaConfig config)
     : config_(std::move(config)),
       layout_(make_param_layout(config_)),
-      params_(layout_.total * sizeof(float)),
-      grads_(layout_.total * sizeof(float)) {
+      params_(layout_.total * sizeof(float)) {
   w = bind_weights(config_, layout_, params());
-  dw = bind_weights(config_, layout_, grads());
 }
 
 Tensor Model::view(float* base, const std::string& name) const {
@@ -26,6 +24,11 @@ Tensor Model::view(float* base, const std::string& name) const {
 }
 
 void Model::zero_grads() {
+  if (!grads_.data()) {  // first use: inference never pays for a gradient arena
+    grads_ = Buffer(layout_.total * sizeof(float));
+    dw = bind_weights(config_, layout_, grads());
+    return;  // Buffer starts zeroed
+  }
   grads_.zero();
 }
 

@@ -1,5 +1,6 @@
 // Model: a config, its parameter layout, and two arenas of that layout — the weights and their
-// gradients (F32). Loading accepts any float dtype on disk (F32/BF16/F16/F64) and computes in F32.
+// gradients (F32; allocated by the first zero_grads(), so inference never holds them). Loading
+// accepts any float dtype on disk (F32/BF16/F16/F64) and computes in F32.
 #pragma once
 #include <string>
 
@@ -27,7 +28,9 @@ class Model {
   void save_dir(const std::string& dir) const;
   // Spec §9 initialisation from the counter-based RNG (std 0.02 for matrices, embedding, convs).
   void init_random(uint64_t seed, double std = 0.02);
+  // Allocates the gradient arena on first use, then zeroes it.
   void zero_grads();
+  bool has_grads() const { return grads_.data() != nullptr; }
 
   const ZayaConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -38,7 +41,7 @@ class Model {
   Tensor grad(const std::string& name) const { return view(grads(), name); }
 
   ModelWeights w;   // views of params()
-  ModelWeights dw;  // views of grads()
+  ModelWeights dw;  // views of grads(); bound by the first zero_grads()
 
  private:
   Tensor view(float* base, const std::string& name) const;

@@ -69,6 +69,7 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids) {
 void model_backward(Model& m, Activations& a, double grad_scale) {
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
+  ZAYA_ASSERT(m.has_grads(), "model_backward before zero_grads() allocated the gradients");
   const ModelWeights& dw = m.dw;
   BackwardScratch& g = a.g;
   const int64_t N = a.B * a.T;
