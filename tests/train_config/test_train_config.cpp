@@ -1,0 +1,92 @@
+// Training TOML: every key parses with its type, --set overrides, unknown keys get a suggestion,
+// bad values name the key, and the printed TOML parses back to the same config.
+#include <fstream>
+
+#include "test_util.h"
+#include "train/train_config.h"
+
+using namespace zaya;
+using namespace zaya::test;
+
+namespace {
+
+std::string write_toml(const ScratchDir& dir, const std::string& text) {
+  const std::string path = dir / "train.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kMinimal = R"(
+[model]
+config = "tests/data/configs/tiny.json"
+[data]
+dataset = "data/shards"
+seq_len = 64
+[optim]
+lr = 1e-3
+schedule = "wsd"
+use_muon = false
+)";
+
+}  // namespace
+
+TEST(TrainConfig, ParsesTypedKeysAndKeepsDefaults) {
+  ScratchDir dir;
+  const TrainConfig c = load_train_config(write_toml(dir, kMinimal));
+  EXPECT_EQ(c.model_config, "tests/data/configs/tiny.json");
+  EXPECT_EQ(c.seq_len, 64);
+  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
+  EXPECT_EQ(c.schedule, "wsd");
+  EXPECT_FALSE(c.use_muon);
+  EXPECT_EQ(c.micro_batch, TrainConfig{}.micro_batch);
+}
+
+TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
+  ScratchDir dir;
+  expect_error(
+      [&] { load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nstesp = 3\n")); },
+      {"unknown key 'train.stesp'", "did you mean 'train.steps'"});
+  TrainConfig c;
+  expect_error([&] { apply_override(c, "optim.lrr=1"); }, {"optim.lrr", "optim.lr"});
+}
+
+TEST(TrainConfig, WrongTypesAndValuesNameTheKey) {
+  ScratchDir dir;
+  expect_error(
+      [&] {
+        load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nsteps = \"ten\"\n"));
+      },
+      {"train.steps", "integer"});
+  expect_error(
+      [&] { load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nsteps = 0\n")); },
+      {"train.steps", "positive"});
+  expect_error([&] { load_train_config(write_toml(dir, "[model\nconfig = 1")); }, {"invalid TOML"});
+  expect_error([&] { load_train_config(dir / "missing.toml"); }, {"missing.toml"});
+  expect_error([&] { load_train_config(write_toml(dir, "[optim]\nschedule = \"linear\"\n")); },
+               {"optim.schedule"});
+}
+
+TEST(TrainConfig, OverridesFollowTheFieldType) {
+  TrainConfig c;
+  apply_override(c, "optim.lr=2e-4");
+  apply_override(c, "train.steps=7");
+  apply_override(c, "optim.use_muon=false");
+  apply_override(c, "data.dataset=some/dir");
+  apply_override(c, "optim.min_lr=0");
+  EXPECT_DOUBLE_EQ(c.lr, 2e-4);
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_FALSE(c.use_muon);
+  EXPECT_EQ(c.dataset, "some/dir");
+  EXPECT_EQ(c.min_lr, 0.0);
+  expect_error([&] { apply_override(c, "train.steps=many"); }, {"train.steps", "integer"});
+  expect_error([&] { apply_override(c, "no_equals_sign"); }, {"key=value"});
+}
+
+TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
+  ScratchDir dir;
+  TrainConfig c = load_train_config(write_toml(dir, kMinimal));
+  c.sample_prompt = "In the \"beginning\"";
+  c.adam_eps = 1e-8;
+  const TrainConfig back = load_train_config(write_toml(dir, train_config_to_toml(c)));
+  EXPECT_EQ(train_config_to_json(back), train_config_to_json(c));
+}
