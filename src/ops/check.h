@@ -1,5 +1,6 @@
-// Shape/dtype validation shared by the op implementations. A failure is a caller bug, so these
-// assert (with the op's name in the message) rather than throw.
+// Argument helpers shared by the op implementations: shape/dtype validation and optional
+// pointers. A failed check is a caller bug, so these assert (with the op's name in the message)
+// rather than throw.
 #pragma once
 #include "core/tensor.h"
 
@@ -14,12 +15,27 @@ void check_float(const Tensor& first, const Ts&... rest) {
     ZAYA_ASSERT(!t.defined() || t.dtype == first.dtype, "dtype mismatch: {} vs {}",
                 dtype_name(t.dtype), dtype_name(first.dtype));
   };
+  (void)same;  // unused when there is no `rest`
   (same(rest), ...);
 }
 
 inline void check_numel(const Tensor& t, int64_t n, const char* what) {
   ZAYA_ASSERT(t.numel() == n, "{}: has shape {} ({} elements), expected {}", what, t.shape_str(),
               t.numel(), n);
+}
+
+// An index tensor (ids, targets, choices): I32 with n elements. `what` names it, e.g.
+// "xent_forward: target".
+inline void check_i32(const Tensor& t, int64_t n, const char* what) {
+  ZAYA_ASSERT(t.dtype == DType::I32, "{} must be I32, got {}", what, dtype_name(t.dtype));
+  check_numel(t, n, what);
+}
+
+// The data of an optional tensor, or null where the caller passed Tensor{} (output not needed,
+// input absent).
+template <class T>
+T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.ptr<T>() : nullptr;
 }
 
 }  // namespace zaya::ops

@@ -8,6 +8,10 @@
 //   unless the op says "+=" (the residual stream and inputs with several consumers).
 // - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
 // - Shapes are validated with ZAYA_ASSERT (a mismatch is a bug in the caller, not user input).
+// - CPU kernels (ops/cpu/) are templates over float/double that ZAYA_DISPATCH_FLOAT calls: an
+//   `#pragma omp` cannot sit inside a ZAYA_DISPATCH_FLOAT argument. Small calls run
+//   single-threaded, and parameter-gradient sums run in a fixed order, so their bits do not depend
+//   on the thread count (ops/cpu/parallel.h). docs/adding-an-op.md has the checklist for a new op.
 // Letters: N tokens (= B·T), B rows, T positions, D model width, V vocab, O/I linear out/in,
 // C conv channels, d head size, Hq query heads, Hk kv heads, R router width, K router classes,
 // E real experts, F expert first-projection width (gate ‖ up, hidden F/2).
@@ -39,6 +43,7 @@ void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& 
 void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const Tensor& w,
                      float eps);
 // dx[N,D] = ρ(ĝ − n·mean(ĝ⊙n)), ĝ = dy⊙w, n = ρx (+= with accumulate_dx); dw[D] += Σ dy⊙n.
+// dx and dw may each be undefined (skipped).
 void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool accumulate_dx = false);
 
@@ -47,18 +52,20 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, cons
 void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
                             const Tensor& bo, const Tensor& ar, const Tensor& br);
 // do_[N,D] = ao ⊙ dh; dhp[N,D] += ar ⊙ dh (when hp defined); dao/dbo/dar/dbr[D] += sums over N.
+// do_, dhp, dao, dbo, dar and dbr may each be undefined (skipped); do_ may alias dh.
 void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
                              const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
-                             const Tensor& dh, const Tensor& o, const Tensor& hp,
-                             const Tensor& ao, const Tensor& bo, const Tensor& ar,
-                             const Tensor& br);
+                             const Tensor& dh, const Tensor& o, const Tensor& hp, const Tensor& ao,
+                             const Tensor& bo, const Tensor& ar, const Tensor& br);
 // Fused merge + RMSNorm in one pass over the row: h as residual_merge_forward, then
 // x[N,D] = RMSNorm(h; w), rstd[N]. Same results as the two ops in sequence.
 void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd, const Tensor& o,
                            const Tensor& hp, const Tensor& ao, const Tensor& bo, const Tensor& ar,
                            const Tensor& br, const Tensor& w, float eps);
 // Fused backward: dh[N,D] += RMSNorm backward of dx (dh holds the gradient arriving from the next
-// merge and is updated in place to the total), then residual_merge_backward with that total.
+// merge and is updated in place to the total), then residual_merge_backward with that total;
+// dw[D] += RMSNorm weight gradient. As there, do_/dhp/dao/dbo/dar/dbr may be undefined (skipped)
+// and do_ may alias dh; dw may be undefined (skipped).
 void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
                             const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
                             const Tensor& dw, const Tensor& dh, const Tensor& dx, const Tensor& h,
@@ -85,6 +92,7 @@ void qk_mean_backward(const Tensor& dz, const Tensor& du, const Tensor& dQ, cons
 
 // Values with a one-token shift, applied to the projected values p[B,T,Hk·d] = x·[Wv1;Wv2]ᵀ:
 // v[b,t,:half] = p[b,t,:half]; v[b,t,half:] = p[b,t−1,half:] (zero at t = 0). half = Hk·d/2.
+// v must not alias p (nor dp alias dv below).
 void value_shift_forward(const Tensor& v, const Tensor& p);
 // dp[b,t,:half] = dv[b,t,:half]; dp[b,t,half:] = dv[b,t+1,half:] (zero at t = T−1).
 void value_shift_backward(const Tensor& dp, const Tensor& dv);
@@ -92,16 +100,17 @@ void value_shift_backward(const Tensor& dp, const Tensor& dv);
 // Per-head L2 normalisation to a scale: y[B,T,H,d] = s_h · x/‖x‖, s_h = √d · temp[h] (temp[H],
 // linear, no clamp) or √d when temp is undefined; norm[B,T,H] = ‖x‖ saved. No eps (spec §13).
 void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp);
-// dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp defined.
-void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy,
-                           const Tensor& x, const Tensor& norm, const Tensor& temp);
+// dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite; dx may alias dy); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp
+// is defined. dtemp may be undefined (skipped); it must not be given without temp.
+void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
+                           const Tensor& norm, const Tensor& temp);
 
 // Partial NeoX RoPE tables, always F32 (C7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r);
 // In place on x[B,T,H,d]: rotates the first r = 2·cos.size(1) dims of every head, position t of a
-// row uses table row t.
+// row uses table row t. The tables must have exactly T rows: slice a longer one with .rows(0, T).
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin);
-// In place on the gradient (rotation by −angle).
+// In place on the gradient (rotation by −angle); the same tables, exactly T rows.
 void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin);
 
 // Causal GQA attention, tiled with an online softmax (no T×T buffer). q[B,T,Hq,d],
@@ -122,9 +131,9 @@ void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x);
 
 // Exponential depth averaging, in place: r[N,R] += gamma[R] ⊙ rprev[N,R].
 void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev);
-// drprev[N,R] += gamma ⊙ dr; dgamma[R] += Σ_n dr ⊙ rprev.
-void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr,
-                  const Tensor& rprev, const Tensor& gamma);
+// drprev[N,R] += gamma ⊙ dr; dgamma[R] += Σ_n dr ⊙ rprev. Either may be undefined (skipped).
+void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
+                  const Tensor& gamma);
 
 // Softmax over all K classes (≥ f32, C2) and biased top-1 (C8): choice[n] = argmax_e p[n,e] + b[e]
 // (ties → lowest index), weight[n] = p[n, choice[n]] (not renormalised).
@@ -140,7 +149,7 @@ void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const 
 // weight[N], w1[E,F,D] (rows 0…F/2−1 gate, F/2…F−1 up), w2[E,D,F/2].
 // Tokens are grouped by expert and each expert runs one GEMM per projection.
 // Real expert: f = W2 (SiLU(g) ⊙ u), [g;u] = W1 x. Skip: f = x. out[N,D] = weight ⊙ f.
-// Saved for backward: f[N,D], gu[N,F] and act[N,F/2] (rows of skip tokens unused).
+// Saved for backward: f[N,D], gu[N,F] and act[N,F/2] (rows of skip tokens are zeroed, unused).
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
                  const Tensor& w2);
@@ -153,7 +162,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
 
 // ---------------------------------------------------------------- cross-entropy
 // Per-row loss[N] = logsumexp(logits[n]) − logits[n, target[n]], lse[N] saved; rows with
-// target −1 are ignored (loss 0). logits[N,V], target I32 [N]. Accumulation in ≥ f64 per row.
+// target −1 are ignored (loss 0; lse is still written). logits[N,V], target I32 [N]. Accumulation
+// in ≥ f64 per row.
 void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                   const Tensor& target);
 // dlogits[N,V] = scale · (softmax − onehot(target)) for counted rows, 0 for ignored rows

@@ -4,13 +4,12 @@
 #include <cmath>
 
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
 
 constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1/√2
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/√(2π)

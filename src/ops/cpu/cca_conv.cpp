@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
@@ -48,7 +49,7 @@ void conv_forward(S* z, S* y, const S* u, const S* w0, const S* b0, const S* w1,
                   ConvDims D) {
   const int64_t B = D.B, T = D.T, C = D.C, d = D.d, R = T + 1;
   // Stage 0, row r of y = position j = r−1 reads u rows r−2 (tap 0) and r−1 (tap 1).
-#pragma omp parallel for schedule(static) if (B * R * C > 32768)
+#pragma omp parallel for schedule(static) if (B * R * C > kParallelMin)
   for (int64_t br = 0; br < B * R; ++br) {
     const int64_t b = br / R, r = br % R;
     S* yr = y + br * C;
@@ -128,7 +129,7 @@ void conv_backward(S* du, S* dw0, S* db0, S* dw1, S* db1, const S* dz, const S* 
       }
   }
   // du_t[c] += w0[c,0,1]·dy_t[c] + w0[c,0,0]·dy_{t+1}[c]  (dy_T = 0).
-#pragma omp parallel for schedule(static) if (B * T * C > 32768)
+#pragma omp parallel for schedule(static) if (B * T * C > kParallelMin)
   for (int64_t bt = 0; bt < B * T; ++bt) {
     const int64_t b = bt / T, t = bt % T;
     const S* dy_t = dy + (b * R + t + 1) * C;

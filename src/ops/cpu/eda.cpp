@@ -1,18 +1,13 @@
 // Exponential depth averaging on the CPU (spec §5.2, §8.8): r[N,R] += γ[R] ⊙ rprev[N,R] in place;
 // backward drprev += γ ⊙ dr and dγ += Σ_n dr ⊙ rprev, the latter summed per column block in double
-// (thread-count independent bits).
-#include <algorithm>
-
+// (for_column_blocks: thread-count independent bits).
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
-
-constexpr int64_t kColBlock = 64;  // columns per reduction task (any value gives the same bits)
 
 template <class T>
 void forward(T* r_NR, const T* g_R, const T* rp_NR, int64_t N, int64_t R) {
@@ -25,10 +20,7 @@ void forward(T* r_NR, const T* g_R, const T* rp_NR, int64_t N, int64_t R) {
 template <class T>
 void backward(T* drp_NR, T* dg_R, const T* dr_NR, const T* rp_NR, const T* g_R, int64_t N,
               int64_t R) {
-  const int64_t blocks = (R + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static) if (N * R > kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t j0 = b * kColBlock, j1 = std::min(R, j0 + kColBlock);
+  for_column_blocks(N, R, [&](int64_t j0, int64_t j1) {
     double acc[kColBlock] = {};
     for (int64_t n = 0; n < N; ++n) {
       const T* dr = dr_NR + n * R;
@@ -39,12 +31,7 @@ void backward(T* drp_NR, T* dg_R, const T* dr_NR, const T* rp_NR, const T* g_R, 
     }
     if (dg_R)
       for (int64_t j = j0; j < j1; ++j) dg_R[j] += T(acc[j - j0]);
-  }
-}
-
-template <class T>
-T* opt(const Tensor& t) {
-  return t.defined() ? t.ptr<T>() : nullptr;
+  });
 }
 
 }  // namespace
@@ -70,9 +57,9 @@ void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, 
   check_numel(gamma, R, "eda_backward: gamma");
   if (drprev.defined()) check_numel(drprev, N * R, "eda_backward: drprev");
   if (dgamma.defined()) check_numel(dgamma, R, "eda_backward: dgamma");
-  ZAYA_DISPATCH_FLOAT(dr.dtype,
-                      backward(opt<scalar_t>(drprev), opt<scalar_t>(dgamma), dr.ptr<scalar_t>(),
-                               rprev.ptr<scalar_t>(), gamma.ptr<scalar_t>(), N, R));
+  ZAYA_DISPATCH_FLOAT(
+      dr.dtype, backward(ptr_or_null<scalar_t>(drprev), ptr_or_null<scalar_t>(dgamma),
+                         dr.ptr<scalar_t>(), rprev.ptr<scalar_t>(), gamma.ptr<scalar_t>(), N, R));
 }
 
 }  // namespace zaya::ops

@@ -5,13 +5,12 @@
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
 
 void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)

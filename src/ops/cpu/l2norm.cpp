@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
@@ -37,7 +38,7 @@ double head_scale(const S* temp, int64_t h, int64_t d) {
 template <class S>
 void norm_forward(S* y, S* norm, const S* x, const S* temp, NormDims D) {
   const int64_t H = D.H, d = D.d;
-#pragma omp parallel for schedule(static) if (D.N * H * d > 65536)
+#pragma omp parallel for schedule(static) if (D.N * H * d > kParallelMin)
   for (int64_t nh = 0; nh < D.N * H; ++nh) {
     const S* xr = x + nh * d;
     double ss = 0;
@@ -53,7 +54,7 @@ void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, cons
                    NormDims D) {
   const int64_t H = D.H, d = D.d;
   std::vector<double> dots(dtemp ? D.N * H : 0);  // ⟨x̂, dy⟩ per (token, head), for dtemp
-#pragma omp parallel for schedule(static) if (D.N * H * d > 65536)
+#pragma omp parallel for schedule(static) if (D.N * H * d > kParallelMin)
   for (int64_t nh = 0; nh < D.N * H; ++nh) {
     const S* xr = x + nh * d;
     const S* dyr = dy + nh * d;
@@ -84,7 +85,7 @@ void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x,
   const NormDims D = check_norm("l2norm_scale_forward", x, y, norm, temp);
   ZAYA_DISPATCH_FLOAT(
       x.dtype, norm_forward<scalar_t>(y.ptr<scalar_t>(), norm.ptr<scalar_t>(), x.ptr<scalar_t>(),
-                                      temp.defined() ? temp.ptr<scalar_t>() : nullptr, D));
+                                      ptr_or_null<scalar_t>(temp), D));
 }
 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
@@ -97,10 +98,9 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
   ZAYA_ASSERT(!dtemp.defined() || temp.defined(), "l2norm_scale_backward: dtemp without temp");
   if (dtemp.defined()) check_numel(dtemp, D.H, "l2norm_scale dtemp [H]");
   ZAYA_DISPATCH_FLOAT(
-      x.dtype,
-      norm_backward<scalar_t>(dx.ptr<scalar_t>(), dtemp.defined() ? dtemp.ptr<scalar_t>() : nullptr,
-                              dy.ptr<scalar_t>(), x.ptr<scalar_t>(), norm.ptr<scalar_t>(),
-                              temp.defined() ? temp.ptr<scalar_t>() : nullptr, D));
+      x.dtype, norm_backward<scalar_t>(dx.ptr<scalar_t>(), ptr_or_null<scalar_t>(dtemp),
+                                       dy.ptr<scalar_t>(), x.ptr<scalar_t>(), norm.ptr<scalar_t>(),
+                                       ptr_or_null<scalar_t>(temp), D));
 }
 
 }  // namespace zaya::ops

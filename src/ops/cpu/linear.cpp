@@ -1,26 +1,35 @@
-// linear_forward / linear_backward on the CPU: OpenBLAS sgemm/dgemm (row-major CBLAS).
-#include <cblas.h>
-
+// linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms.
 #include "ops/check.h"
+#include "ops/cpu/blas.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  auto ta = trans_a ? CblasTrans : CblasNoTrans;
-  auto tb = trans_b ? CblasTrans : CblasNoTrans;
-  if (c.dtype == DType::F32) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, float(alpha), a.ptr<float>(), lda, b.ptr<float>(),
-                ldb, float(beta), c.ptr<float>(), ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a.ptr<double>(), lda, b.ptr<double>(), ldb,
-                beta, c.ptr<double>(), ldc);
+// y[N,O] (+)= x[N,I] · w[O,I]ᵀ + b[O]; b_O may be null.
+template <class T>
+void forward(T* y_NO, const T* x_NI, const T* w_OI, const T* b_O, int64_t N, int64_t O, int64_t I,
+             bool accumulate) {
+  T beta = accumulate ? T(1) : T(0);
+  if (b_O) {  // y = (y or 0) + b first, then the GEMM adds onto it
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o) y_NO[n * O + o] = (accumulate ? y_NO[n * O + o] : 0) + b_O[o];
+    beta = T(1);
   }
+  gemm(false, true, N, O, I, T(1), x_NI, I, w_OI, I, beta, y_NO, O);
+}
+
+// dx (+)= dy · w; dw += dyᵀ · x; db += Σ_n dy. Null outputs are skipped.
+template <class T>
+void backward(T* dx_NI, T* dw_OI, T* db_O, const T* dy_NO, const T* x_NI, const T* w_OI, int64_t N,
+              int64_t O, int64_t I, bool accumulate_dx) {
+  if (dx_NI)
+    gemm(false, false, N, I, O, T(1), dy_NO, O, w_OI, I, accumulate_dx ? T(1) : T(0), dx_NI, I);
+  if (dw_OI) gemm(true, false, O, I, N, T(1), dy_NO, O, x_NI, I, T(1), dw_OI, I);
+  if (db_O)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t o = 0; o < O; ++o) db_O[o] += dy_NO[n * O + o];
 }
 
 }  // namespace
@@ -31,45 +40,27 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   check_float(y, x, w);
   ZAYA_ASSERT(x.numel() == N * I && y.numel() == N * O, "linear: x {} w {} y {}", x.shape_str(),
               w.shape_str(), y.shape_str());
-  if (b.defined()) ZAYA_ASSERT(b.numel() == O && b.dtype == y.dtype, "linear: bias {}", b.shape_str());
+  if (b.defined())
+    ZAYA_ASSERT(b.numel() == O && b.dtype == y.dtype, "linear: bias {}", b.shape_str());
   if (N == 0) return;
-  double beta = accumulate ? 1.0 : 0.0;
-  if (b.defined()) {
-    ZAYA_DISPATCH_FLOAT(y.dtype, {
-      scalar_t* yp = y.ptr<scalar_t>();
-      const scalar_t* bp = b.ptr<scalar_t>();
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < O; ++o) yp[n * O + o] = (accumulate ? yp[n * O + o] : 0) + bp[o];
-    });
-    beta = 1.0;
-  }
-  gemm(false, true, N, O, I, 1.0, x, I, w, I, beta, y, O);
+  ZAYA_DISPATCH_FLOAT(y.dtype, forward(y.ptr<scalar_t>(), x.ptr<scalar_t>(), w.ptr<scalar_t>(),
+                                       ptr_or_null<scalar_t>(b), N, O, I, accumulate));
 }
 
 void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
                      const Tensor& x, const Tensor& w, bool accumulate_dx) {
   const int64_t O = w.size(0), I = w.size(1), N = x.numel() / I;
-  check_float(dy, x, w);
+  check_float(dy, x, w, dx, dw, db);
   ZAYA_ASSERT(dy.numel() == N * O, "linear_backward: dy {} for x {} w {}", dy.shape_str(),
               x.shape_str(), w.shape_str());
   if (N == 0) return;
-  if (dx.defined()) {
-    ZAYA_ASSERT(dx.numel() == N * I, "linear_backward: dx {}", dx.shape_str());
-    gemm(false, false, N, I, O, 1.0, dy, O, w, I, accumulate_dx ? 1.0 : 0.0, dx, I);
-  }
-  if (dw.defined()) {
-    ZAYA_ASSERT(dw.numel() == O * I, "linear_backward: dw {}", dw.shape_str());
-    gemm(true, false, O, I, N, 1.0, dy, O, x, I, 1.0, dw, I);
-  }
-  if (db.defined()) {
-    ZAYA_ASSERT(db.numel() == O, "linear_backward: db {}", db.shape_str());
-    ZAYA_DISPATCH_FLOAT(db.dtype, {
-      scalar_t* dbp = db.ptr<scalar_t>();
-      const scalar_t* dyp = dy.ptr<scalar_t>();
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < O; ++o) dbp[o] += dyp[n * O + o];
-    });
-  }
+  if (dx.defined()) ZAYA_ASSERT(dx.numel() == N * I, "linear_backward: dx {}", dx.shape_str());
+  if (dw.defined()) ZAYA_ASSERT(dw.numel() == O * I, "linear_backward: dw {}", dw.shape_str());
+  if (db.defined()) ZAYA_ASSERT(db.numel() == O, "linear_backward: db {}", db.shape_str());
+  ZAYA_DISPATCH_FLOAT(
+      dy.dtype,
+      backward(ptr_or_null<scalar_t>(dx), ptr_or_null<scalar_t>(dw), ptr_or_null<scalar_t>(db),
+               dy.ptr<scalar_t>(), x.ptr<scalar_t>(), w.ptr<scalar_t>(), N, O, I, accumulate_dx));
 }
 
 }  // namespace zaya::ops

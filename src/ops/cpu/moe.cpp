@@ -2,9 +2,9 @@
 //
 // Tokens are grouped by class with a stable counting sort (deterministic, independent of the
 // thread count). Each real expert gathers its tokens' rows into contiguous scratch, runs one BLAS
-// GEMM per projection, and scatters the results back to token order. Skip tokens (class E) pass
-// x through: f = x, out = weight·x (C5). Experts without tokens run nothing, so their gradients
-// are left untouched.
+// GEMM (blas.h) per projection, and scatters the results back to token order. Skip tokens (class E)
+// pass x through: f = x, out = weight·x (C5). Experts without tokens run nothing, so their
+// gradients are left untouched.
 //
 // Shape-suffix legend:
 //   N tokens, D model width, E real experts (class E = skip), F = gate ‖ up width, H = F/2 expert
@@ -14,8 +14,6 @@
 //   w1_EFD, w2_EDH, dw1_EFD, dw2_EDH     expert weights and their gradients
 //   choice_N, weight_N, dweight_N        routing: class in [0, E], its probability, its gradient
 //   tok_M, x_MD, gu_MF, act_MH, …        one expert's token indices and gathered rows
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -23,26 +21,13 @@
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/blas.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-// Row-major C[m,n] = op(A)·op(B) + beta·C, op = transpose where asked.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
-}
-
-// Elementwise loops over fewer elements than this run on one thread: a parallel region costs more.
-constexpr int64_t kParallelMin = 1 << 14;
 
 template <class T>
 T sigmoid(T z) {
@@ -78,7 +63,7 @@ Dispatch group_by_class(const int32_t* choice_N, int64_t N, int64_t E) {
 // dst_MW[m] = src_NW[tok_M[m]], rows of width W.
 template <class T>
 void gather_rows(T* dst_MW, const T* src_NW, const int64_t* tok_M, int64_t M, int64_t W) {
-#pragma omp parallel for schedule(static) if (M * W >= kParallelMin)
+#pragma omp parallel for schedule(static) if (M * W > kParallelMin)
   for (int64_t m = 0; m < M; ++m)
     std::memcpy(dst_MW + m * W, src_NW + tok_M[m] * W, size_t(W) * sizeof(T));
 }
@@ -97,15 +82,15 @@ void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32
     const int64_t* tok_M = g.tokens(e);
     if (M == 0) continue;
     gather_rows(x_MD.data(), x_ND, tok_M, M, D);
-    gemm(false, true, M, F, D, x_MD.data(), D, w1_EFD + e * F * D, D, T(0), gu_MF.data(), F);
-#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    gemm(false, true, M, F, D, T(1), x_MD.data(), D, w1_EFD + e * F * D, D, T(0), gu_MF.data(), F);
+#pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const T* gu = gu_MF.data() + m * F;
       T* act = act_MH.data() + m * H;
       for (int64_t j = 0; j < H; ++j) act[j] = gu[j] * sigmoid(gu[j]) * gu[H + j];
     }
-    gemm(false, true, M, D, H, act_MH.data(), H, w2_EDH + e * D * H, H, T(0), f_MD.data(), D);
-#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    gemm(false, true, M, D, H, T(1), act_MH.data(), H, w2_EDH + e * D * H, H, T(0), f_MD.data(), D);
+#pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
       std::memcpy(gu_NF + n * F, gu_MF.data() + m * F, size_t(F) * sizeof(T));
@@ -119,7 +104,7 @@ void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32
   // Skip class: identity times probability; its gu/act rows are zeroed (unused by backward).
   const int64_t S = g.rows(E);
   const int64_t* tok_S = g.tokens(E);
-#pragma omp parallel for schedule(static) if (S * D >= kParallelMin)
+#pragma omp parallel for schedule(static) if (S * D > kParallelMin)
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = tok_S[s];
     for (int64_t d = 0; d < D; ++d) {
@@ -139,7 +124,7 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
   const int64_t H = F / 2;
 
   // ḡw = ⟨ḡo, f⟩ for every token (f = x for skip tokens), summed in double.
-#pragma omp parallel for schedule(static) if (N * D >= kParallelMin)
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     double s = 0;
     for (int64_t d = 0; d < D; ++d) s += double(dout_ND[n * D + d]) * double(f_ND[n * D + d]);
@@ -158,14 +143,15 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
     const T* w2_DH = w2_EDH + e * D * H;
     gather_rows(x_MD.data(), x_ND, tok_M, M, D);
     gather_rows(act_MH.data(), act_NH, tok_M, M, H);
-#pragma omp parallel for schedule(static) if (M * D >= kParallelMin)
+#pragma omp parallel for schedule(static) if (M * D > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
       for (int64_t d = 0; d < D; ++d) df_MD[m * D + d] = weight_N[n] * dout_ND[n * D + d];
     }
-    gemm(true, false, D, H, M, df_MD.data(), D, act_MH.data(), H, T(1), dw2_EDH + e * D * H, H);
-    gemm(false, false, M, H, D, df_MD.data(), D, w2_DH, H, T(0), dact_MH.data(), H);
-#pragma omp parallel for schedule(static) if (M * F >= kParallelMin)
+    gemm(true, false, D, H, M, T(1), df_MD.data(), D, act_MH.data(), H, T(1), dw2_EDH + e * D * H,
+         H);
+    gemm(false, false, M, H, D, T(1), df_MD.data(), D, w2_DH, H, T(0), dact_MH.data(), H);
+#pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const T* gu = gu_NF + tok_M[m] * F;
       const T* dact = dact_MH.data() + m * H;
@@ -176,9 +162,10 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
         dgu[H + j] = dact[j] * z * sig;
       }
     }
-    gemm(true, false, F, D, M, dgu_MF.data(), F, x_MD.data(), D, T(1), dw1_EFD + e * F * D, D);
-    gemm(false, false, M, D, F, dgu_MF.data(), F, w1_FD, D, T(0), dx_MD.data(), D);
-#pragma omp parallel for schedule(static) if (M * D >= kParallelMin)
+    gemm(true, false, F, D, M, T(1), dgu_MF.data(), F, x_MD.data(), D, T(1), dw1_EFD + e * F * D,
+         D);
+    gemm(false, false, M, D, F, T(1), dgu_MF.data(), F, w1_FD, D, T(0), dx_MD.data(), D);
+#pragma omp parallel for schedule(static) if (M * D > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
       for (int64_t d = 0; d < D; ++d) dx_ND[n * D + d] += dx_MD[m * D + d];
@@ -187,7 +174,7 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
 
   const int64_t S = g.rows(E);
   const int64_t* tok_S = g.tokens(E);
-#pragma omp parallel for schedule(static) if (S * D >= kParallelMin)
+#pragma omp parallel for schedule(static) if (S * D > kParallelMin)
   for (int64_t s = 0; s < S; ++s) {
     const int64_t n = tok_S[s];
     for (int64_t d = 0; d < D; ++d) dx_ND[n * D + d] += weight_N[n] * dout_ND[n * D + d];

@@ -6,6 +6,7 @@
 //   Q[h] = z_q[h] + ½(q⁰[h] + k⁰[g(h)]),   K[g] = z_k[g] + ½(mean_{h∈g} q⁰[h] + k⁰[g]).
 // Tokens are independent: parallel over them, no reductions.
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
@@ -34,7 +35,7 @@ template <class S>
 void qk_forward(S* Q, S* K, const S* z, const S* u, QkDims D) {
   const int64_t Hq = D.Hq, Hk = D.Hk, d = D.d, G = Hq / Hk, C = (Hq + Hk) * d;
   const S half = S(0.5), group = S(G);
-#pragma omp parallel for schedule(static) if (D.N * C > 65536)
+#pragma omp parallel for schedule(static) if (D.N * C > kParallelMin)
   for (int64_t n = 0; n < D.N; ++n) {
     const S* zr = z + n * C;
     const S* q0 = u + n * C;
@@ -57,7 +58,7 @@ template <class S>
 void qk_backward(S* dz, S* du, const S* dQ, const S* dK, QkDims D) {
   const int64_t Hq = D.Hq, Hk = D.Hk, d = D.d, G = Hq / Hk, C = (Hq + Hk) * d;
   const S half = S(0.5), group = S(G);
-#pragma omp parallel for schedule(static) if (D.N * C > 65536)
+#pragma omp parallel for schedule(static) if (D.N * C > kParallelMin)
   for (int64_t n = 0; n < D.N; ++n) {
     const S* dQr = dQ + n * Hq * d;
     const S* dKr = dK + n * Hk * d;

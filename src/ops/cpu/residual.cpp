@@ -1,20 +1,15 @@
 // Residual-scaled merge h = (o + bo) ⊙ ao + (hp + br) ⊙ ar (spec §3, §8.3) and the fused
 // merge + RMSNorm, on the CPU. Parameter gradients are summed over rows per column block in double
-// (thread-count independent bits). The fused ops repeat rmsnorm.cpp's row formulas expression for
-// expression, so they give the same bits as the two ops called in sequence.
-#include <algorithm>
-#include <cmath>
-
+// (for_column_blocks: thread-count independent bits). The fused ops call the RMSNorm row kernels of
+// rmsnorm_row.h, as rmsnorm.cpp does, so they give the same bits as the two ops in sequence.
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
+#include "ops/cpu/rmsnorm_row.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
-
-constexpr int64_t kColBlock = 64;  // columns per reduction task (any value gives the same bits)
 
 // Legend: N tokens, D model width. hp/ar/br (and their gradients) are null for sub-layer 0.
 template <class T>
@@ -25,8 +20,8 @@ struct Merge {
 template <class T>
 Merge<T> merge_args(const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
                     const Tensor& ar, const Tensor& br) {
-  auto p = [](const Tensor& t) { return t.defined() ? t.ptr<T>() : nullptr; };
-  return {p(o), p(hp), p(ao), p(bo), p(ar), p(br)};
+  return {ptr_or_null<T>(o),  ptr_or_null<T>(hp), ptr_or_null<T>(ao),
+          ptr_or_null<T>(bo), ptr_or_null<T>(ar), ptr_or_null<T>(br)};
 }
 
 template <class T>
@@ -54,21 +49,13 @@ template <class T>
 void merge_backward_blocks(T* do_ND, T* dhp_ND, T* dao_D, T* dbo_D, T* dar_D, T* dbr_D,
                            const NormGrad<T>& ng, const T* dh_ND, const Merge<T>& m, int64_t N,
                            int64_t D) {
-  const int64_t blocks = (D + kColBlock - 1) / kColBlock;
-#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t j0 = b * kColBlock, j1 = std::min(D, j0 + kColBlock);
+  for_column_blocks(N, D, [&](int64_t j0, int64_t j1) {
     double sw[kColBlock] = {}, sao[kColBlock] = {}, sbo[kColBlock] = {}, sar[kColBlock] = {},
            sbr[kColBlock] = {};
     for (int64_t n = 0; n < N; ++n) {
       const T* dh = dh_ND + n * D;
       const T* o = m.o_ND + n * D;
-      if (ng.dw_D) {
-        const T* dx = ng.dx_ND + n * D;
-        const T* h = ng.h_ND + n * D;
-        const T r = ng.rstd_N[n];
-        for (int64_t j = j0; j < j1; ++j) sw[j - j0] += double(dx[j]) * double(r * h[j]);
-      }
+      if (ng.dw_D) rmsnorm_dw_row(sw, ng.dx_ND + n * D, ng.h_ND + n * D, ng.rstd_N[n], j0, j1);
       for (int64_t j = j0; j < j1; ++j) {
         sao[j - j0] += double(o[j] + m.bo_D[j]) * double(dh[j]);
         sbo[j - j0] += double(m.ao_D[j]) * double(dh[j]);
@@ -96,7 +83,7 @@ void merge_backward_blocks(T* do_ND, T* dhp_ND, T* dao_D, T* dbo_D, T* dar_D, T*
       if (m.hp_ND && dar_D) dar_D[j] += T(sar[j - j0]);
       if (m.hp_ND && dbr_D) dbr_D[j] += T(sbr[j - j0]);
     }
-  }
+  });
 }
 
 template <class T>
@@ -111,31 +98,8 @@ void merge_rmsnorm_forward_rows(T* h_ND, T* x_ND, T* rstd_N, const Merge<T>& m, 
 #pragma omp parallel for schedule(static) if (N * D > kParallelMin)
   for (int64_t n = 0; n < N; ++n) {
     T* h = h_ND + n * D;
-    T* y = x_ND + n * D;
     merge_row(h, m, n, D);
-    // From here on exactly rmsnorm.cpp's forward row, with x = h.
-    double ss = 0;
-    for (int64_t j = 0; j < D; ++j) ss += double(h[j]) * double(h[j]);
-    const T r = T(1.0 / std::sqrt(ss / double(D) + double(eps)));
-    rstd_N[n] = r;
-    for (int64_t j = 0; j < D; ++j) y[j] = w_D[j] * (r * h[j]);
-  }
-}
-
-// dh += RMSNorm backward of dy: exactly rmsnorm.cpp's accumulating dx row, with x = h.
-template <class T>
-void rmsnorm_backward_accumulate_rows(T* dh_ND, const T* dy_ND, const T* x_ND, const T* w_D,
-                                      const T* rstd_N, int64_t N, int64_t D) {
-#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
-  for (int64_t n = 0; n < N; ++n) {
-    const T* dy = dy_ND + n * D;
-    const T* x = x_ND + n * D;
-    T* dx = dh_ND + n * D;
-    const T r = rstd_N[n];
-    double s = 0;
-    for (int64_t j = 0; j < D; ++j) s += double(dy[j] * w_D[j]) * double(r * x[j]);
-    const T c = T(s / double(D));
-    for (int64_t j = 0; j < D; ++j) dx[j] += r * (dy[j] * w_D[j] - (r * x[j]) * c);
+    rstd_N[n] = rmsnorm_forward_row(x_ND + n * D, h, w_D, D, eps);
   }
 }
 
@@ -157,11 +121,6 @@ int64_t check_merge(const char* op, int64_t* N, const Tensor& h, const Tensor& o
     check_numel(br, D, op);
   }
   return D;
-}
-
-template <class T>
-T* opt(const Tensor& t) {
-  return t.defined() ? t.ptr<T>() : nullptr;
 }
 
 }  // namespace
@@ -191,9 +150,10 @@ void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor&
     if (t->defined()) check_numel(*t, D, op);
   ZAYA_DISPATCH_FLOAT(o.dtype, {
     using T = scalar_t;
-    merge_backward_blocks<T>(opt<T>(do_), opt<T>(dhp), opt<T>(dao), opt<T>(dbo), opt<T>(dar),
-                             opt<T>(dbr), NormGrad<T>{}, dh.ptr<T>(),
-                             merge_args<T>(o, hp, ao, bo, ar, br), N, D);
+    merge_backward_blocks<T>(ptr_or_null<T>(do_), ptr_or_null<T>(dhp), ptr_or_null<T>(dao),
+                             ptr_or_null<T>(dbo), ptr_or_null<T>(dar), ptr_or_null<T>(dbr),
+                             NormGrad<T>{}, dh.ptr<T>(), merge_args<T>(o, hp, ao, bo, ar, br), N,
+                             D);
   });
 }
 
@@ -239,10 +199,11 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
     using T = scalar_t;
     T* dh_ND = dh.ptr<T>();
     const T *dx_ND = dx.ptr<T>(), *h_ND = h.ptr<T>(), *w_D = w.ptr<T>(), *rstd_N = rstd.ptr<T>();
-    rmsnorm_backward_accumulate_rows(dh_ND, dx_ND, h_ND, w_D, rstd_N, N, D);
-    NormGrad<T> ng{opt<T>(dw), dx_ND, h_ND, rstd_N};
-    merge_backward_blocks<T>(opt<T>(do_), opt<T>(dhp), opt<T>(dao), opt<T>(dbo), opt<T>(dar),
-                             opt<T>(dbr), ng, dh_ND, merge_args<T>(o, hp, ao, bo, ar, br), N, D);
+    rmsnorm_backward_rows(dh_ND, dx_ND, h_ND, w_D, rstd_N, N, D, /*accumulate=*/true);
+    NormGrad<T> ng{ptr_or_null<T>(dw), dx_ND, h_ND, rstd_N};
+    merge_backward_blocks<T>(ptr_or_null<T>(do_), ptr_or_null<T>(dhp), ptr_or_null<T>(dao),
+                             ptr_or_null<T>(dbo), ptr_or_null<T>(dar), ptr_or_null<T>(dbr), ng,
+                             dh_ND, merge_args<T>(o, hp, ao, bo, ar, br), N, D);
   });
 }
 

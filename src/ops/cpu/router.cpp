@@ -69,9 +69,7 @@ void router_select_forward(const Tensor& probs, const Tensor& choice, const Tens
   check_numel(probs, N * K, "router_select_forward: probs");
   check_numel(weight, N, "router_select_forward: weight");
   check_numel(biases, K, "router_select_forward: biases");
-  ZAYA_ASSERT(choice.dtype == DType::I32, "router_select_forward: choice must be I32, got {}",
-              dtype_name(choice.dtype));
-  check_numel(choice, N, "router_select_forward: choice");
+  check_i32(choice, N, "router_select_forward: choice");
 
   ZAYA_DISPATCH_FLOAT(logits.dtype, {
     select_rows(probs.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(),
@@ -85,9 +83,7 @@ void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const 
   check_float(probs, dlogits, dweight);
   check_numel(dlogits, N * K, "router_select_backward: dlogits");
   check_numel(dweight, N, "router_select_backward: dweight");
-  ZAYA_ASSERT(choice.dtype == DType::I32, "router_select_backward: choice must be I32, got {}",
-              dtype_name(choice.dtype));
-  check_numel(choice, N, "router_select_backward: choice");
+  check_i32(choice, N, "router_select_backward: choice");
 
   ZAYA_DISPATCH_FLOAT(probs.dtype, {
     select_rows_backward(dlogits.ptr<scalar_t>(), dweight.ptr<scalar_t>(), probs.ptr<scalar_t>(),

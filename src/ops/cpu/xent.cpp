@@ -6,13 +6,12 @@
 #include <cmath>
 
 #include "ops/check.h"
+#include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
 
 namespace {
-
-constexpr int64_t kParallelMin = 1 << 15;  // smaller calls run serially: a team costs more
 
 void check_targets(const char* op, const int32_t* target, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
@@ -67,9 +66,7 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
   check_float(logits, loss, lse);
   check_numel(loss, N, "xent_forward: loss");
   check_numel(lse, N, "xent_forward: lse");
-  ZAYA_ASSERT(target.dtype == DType::I32, "xent_forward: target must be I32, got {}",
-              dtype_name(target.dtype));
-  check_numel(target, N, "xent_forward: target");
+  check_i32(target, N, "xent_forward: target");
   const int32_t* target_N = target.ptr<int32_t>();
   check_targets("xent_forward", target_N, N, V);
   ZAYA_DISPATCH_FLOAT(logits.dtype, forward_rows(loss.ptr<scalar_t>(), lse.ptr<scalar_t>(),
@@ -84,9 +81,7 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
   check_float(logits, dlogits, lse);
   check_numel(dlogits, N * V, "xent_backward: dlogits");
   check_numel(lse, N, "xent_backward: lse");
-  ZAYA_ASSERT(target.dtype == DType::I32, "xent_backward: target must be I32, got {}",
-              dtype_name(target.dtype));
-  check_numel(target, N, "xent_backward: target");
+  check_i32(target, N, "xent_backward: target");
   const int32_t* target_N = target.ptr<int32_t>();
   check_targets("xent_backward", target_N, N, V);
   ZAYA_DISPATCH_FLOAT(logits.dtype, backward_rows(dlogits.ptr<scalar_t>(), logits.ptr<scalar_t>(),
