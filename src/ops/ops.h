@@ -171,4 +171,13 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
 void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                    const Tensor& target, double scale);
 
+// ---------------------------------------------------------------- optimizer math
+// Muon's quintic Newton–Schulz orthogonalisation (system.md §3); an op without backward.
+// g[rows,cols] → out[rows,cols] (may alias g). Works on the short side first (transposes when
+// rows > cols), X = G/(‖G‖_F + 1e-7), then `steps` times: A = X·Xᵀ, B = b·A + c·A·A,
+// X = a·X + B·X with (a,b,c) = (3.4445, −4.7750, 2.0315). symmetric: A and A·A as symmetric
+// rank-k updates (?syrk, half the work); otherwise plain ?gemm. Same result up to rounding;
+// deterministic.
+void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric);
+
 }  // namespace zaya::ops
