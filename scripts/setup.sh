@@ -24,3 +24,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 else
   echo "setup: all Debian packages present"
 fi
+
+# The Gemma 3 tokenizer.json (≈33 MB, not committed) for the tokenizer exactness tests; they skip
+# without it.
+bash "$(dirname "${BASH_SOURCE[0]}")/fetch_gemma3_tokenizer.sh" >/dev/null ||
+  echo "setup: warning: could not fetch the Gemma 3 tokenizer; its tests will be skipped"
