@@ -1,0 +1,298 @@
+#include "data/shards.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/assert.h"
+#include "io/file.h"
+
+namespace zaya {
+
+static_assert(std::endian::native == std::endian::little,
+              "token shards are little-endian; this build assumes a little-endian host");
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string errno_str() {
+  return std::strerror(errno);
+}
+
+void put_u32(unsigned char* p, uint32_t v) {
+  std::memcpy(p, &v, 4);
+}
+void put_u64(unsigned char* p, uint64_t v) {
+  std::memcpy(p, &v, 8);
+}
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t get_u64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+}  // namespace
+
+uint64_t token_checksum(const uint32_t* tokens, size_t n) {
+  return XXH3_64bits(tokens, n * sizeof(uint32_t));
+}
+
+uint64_t file_checksum(const std::string& path) {
+  const std::string bytes = read_text_file(path, "file");
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string hex64(uint64_t x) {
+  return fmt::format("{:016x}", x);
+}
+
+// ---- writing ----
+
+struct ShardWriter::State {
+  XXH3_state_t* xxh = XXH3_createState();
+  ~State() { XXH3_freeState(xxh); }
+};
+
+ShardWriter::ShardWriter(const std::string& path, uint32_t vocab_size)
+    : s_(std::make_unique<State>()), path_(path), tmp_(path + ".tmp"), vocab_size_(vocab_size) {
+  ZAYA_ASSERT(s_->xxh != nullptr, "XXH3_createState failed");
+  XXH3_64bits_reset(s_->xxh);
+  f_ = std::fopen(tmp_.c_str(), "wb");
+  if (!f_) fail("{}: cannot create token shard: {}", tmp_, errno_str());
+  unsigned char zeros[kShardHeaderBytes] = {};
+  if (std::fwrite(zeros, 1, sizeof zeros, f_) != sizeof zeros)
+    fail("{}: write failed: {}", tmp_, errno_str());
+}
+
+ShardWriter::~ShardWriter() {
+  if (f_) {
+    std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+}
+
+void ShardWriter::append(const uint32_t* tokens, size_t n) {
+  ZAYA_ASSERT(f_ != nullptr, "append to a closed shard {}", path_);
+  for (size_t i = 0; i < n; ++i)
+    ZAYA_ASSERT(tokens[i] < vocab_size_, "token {} >= vocab size {} written to {}", tokens[i],
+                vocab_size_, path_);
+  if (n == 0) return;
+  if (std::fwrite(tokens, sizeof(uint32_t), n, f_) != n)
+    fail("{}: write failed: {}", tmp_, errno_str());
+  XXH3_64bits_update(s_->xxh, tokens, n * sizeof(uint32_t));
+  count_ += n;
+}
+
+uint64_t ShardWriter::checksum() const {
+  return XXH3_64bits_digest(s_->xxh);
+}
+
+void ShardWriter::close() {
+  ZAYA_ASSERT(f_ != nullptr, "shard {} closed twice", path_);
+  unsigned char header[kShardHeaderBytes] = {};
+  std::memcpy(header, kShardMagic, 8);
+  put_u32(header + 8, kShardVersion);
+  put_u32(header + 12, vocab_size_);
+  put_u64(header + 16, count_);
+  put_u64(header + 24, checksum());
+  bool ok = std::fseek(f_, 0, SEEK_SET) == 0 &&
+            std::fwrite(header, 1, sizeof header, f_) == sizeof header && std::fflush(f_) == 0 &&
+            ::fsync(::fileno(f_)) == 0;
+  std::string err = ok ? "" : errno_str();
+  ok = (std::fclose(f_) == 0) && ok;
+  f_ = nullptr;
+  if (!ok) {
+    std::remove(tmp_.c_str());
+    fail("{}: write failed: {}", tmp_, err.empty() ? errno_str() : err);
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    err = errno_str();
+    std::remove(tmp_.c_str());
+    fail("cannot rename {} to {}: {}", tmp_, path_, err);
+  }
+}
+
+void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint32_t vocab_size) {
+  ShardWriter w(path, vocab_size);
+  w.append(tokens.data(), tokens.size());
+  w.close();
+}
+
+// ---- reading ----
+
+struct ShardFile::Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr) ::munmap(addr, size);
+  }
+};
+
+ShardFile ShardFile::open(const std::string& path, bool verify) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open token shard: {}", path, errno_str());
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    std::string err = S_ISDIR(st.st_mode) ? "is a directory" : errno_str();
+    ::close(fd);
+    fail("{}: cannot read token shard: {}", path, err);
+  }
+  const uint64_t file_size = uint64_t(st.st_size);
+  if (file_size < kShardHeaderBytes) {
+    ::close(fd);
+    fail("{}: {} bytes, shorter than the {}-byte token shard header (truncated or not a shard)",
+         path, file_size, kShardHeaderBytes);
+  }
+  ShardFile s;
+  s.path_ = path;
+  s.map_ = std::make_shared<Mapping>();
+  s.map_->size = size_t(file_size);
+  void* addr = ::mmap(nullptr, s.map_->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  std::string mmap_err = addr == MAP_FAILED ? errno_str() : "";
+  ::close(fd);
+  if (addr == MAP_FAILED) fail("{}: cannot mmap token shard: {}", path, mmap_err);
+  s.map_->addr = addr;
+
+  const auto* h = static_cast<const unsigned char*>(addr);
+  if (std::memcmp(h, kShardMagic, 8) != 0)
+    fail("{}: bad magic (not a zaya token shard; expected \"{}\")", path, kShardMagic);
+  const uint32_t version = get_u32(h + 8);
+  if (version != kShardVersion)
+    fail(
+        "{}: token shard version {} is not supported (this zaya reads version {}); re-run "
+        "`zaya data prepare`",
+        path, version, kShardVersion);
+  s.vocab_size_ = get_u32(h + 12);
+  s.count_ = get_u64(h + 16);
+  s.checksum_ = get_u64(h + 24);
+  if (s.vocab_size_ == 0 || s.vocab_size_ > uint32_t(INT32_MAX))
+    fail("{}: vocab size {} in the header is out of range", path, s.vocab_size_);
+  const uint64_t payload = file_size - kShardHeaderBytes;
+  if (s.count_ > payload / 4 || payload != s.count_ * 4)
+    fail("{}: header says {} tokens ({} bytes) but the file holds {} payload bytes ({})", path,
+         s.count_, s.count_ * 4, payload, payload < s.count_ * 4 ? "truncated" : "trailing bytes");
+  s.tokens_ = reinterpret_cast<const uint32_t*>(h + kShardHeaderBytes);
+  if (verify) {
+    const uint64_t sum = token_checksum(s.tokens_, s.count_);
+    if (sum != s.checksum_)
+      fail(
+          "{}: checksum mismatch (header {}, payload {}): the shard is corrupted; re-run "
+          "`zaya data prepare`",
+          path, hex64(s.checksum_), hex64(sum));
+    uint32_t max_token = 0;
+    for (uint64_t i = 0; i < s.count_; ++i) max_token = std::max(max_token, s.tokens_[i]);
+    if (s.count_ > 0 && max_token >= s.vocab_size_)
+      fail("{}: token {} is outside the vocabulary of {}", path, max_token, s.vocab_size_);
+  }
+  return s;
+}
+
+// ---- manifest ----
+
+DatasetManifest read_manifest(const std::string& dir) {
+  const std::string path = dir + "/" + kManifestName;
+  if (!std::filesystem::exists(path))
+    fail("{}: no {} (is this a dataset directory written by `zaya data prepare`?)", dir,
+         kManifestName);
+  json j;
+  try {
+    j = json::parse(read_text_file(path, "dataset manifest"));
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  DatasetManifest m;
+  try {
+    if (j.value("format", std::string()) != "zaya-token-shards")
+      fail("{}: \"format\" is not \"zaya-token-shards\"", path);
+    if (j.at("version").get<int>() != 1)
+      fail("{}: manifest version {} is not supported (expected 1)", path,
+           j.at("version").get<int>());
+    m.vocab_size = j.at("vocab_size").get<int64_t>();
+    m.eos_id = j.at("eos_id").get<int32_t>();
+    m.bos_id = j.value("bos_id", -1);
+    if (j.contains("tokenizer")) {
+      m.tokenizer_path = j["tokenizer"].value("path", std::string());
+      m.tokenizer_xxh3 = j["tokenizer"].value("xxh3", std::string());
+    }
+    m.files = j.value("files", int64_t(0));
+    m.val_fraction = j.value("val_fraction", 0.0);
+    for (const auto& [name, sj] : j.at("splits").items()) {
+      SplitInfo s;
+      s.documents = sj.at("documents").get<int64_t>();
+      s.tokens = sj.at("tokens").get<int64_t>();
+      int64_t sum = 0;
+      for (const auto& e : sj.at("shards")) {
+        ShardEntry se;
+        se.file = e.at("file").get<std::string>();
+        se.tokens = e.at("tokens").get<int64_t>();
+        const std::string hex = e.at("xxh3").get<std::string>();
+        se.checksum = std::stoull(hex, nullptr, 16);
+        if (se.file.empty() || se.file.find('/') != std::string::npos)
+          fail("{}: shard file name \"{}\" must be a plain name inside the directory", path,
+               se.file);
+        sum += se.tokens;
+        s.shards.push_back(std::move(se));
+      }
+      if (sum != s.tokens)
+        fail("{}: split \"{}\" lists {} tokens but its shards hold {}", path, name, s.tokens, sum);
+      m.splits[name] = std::move(s);
+    }
+  } catch (const json::exception& e) {
+    fail("{}: malformed manifest: {}", path, e.what());
+  } catch (const std::logic_error& e) {  // stoull
+    fail("{}: malformed shard checksum: {}", path, e.what());
+  }
+  if (m.vocab_size <= 0 || m.vocab_size > INT32_MAX)
+    fail("{}: vocab_size {} is out of range", path, m.vocab_size);
+  if (m.eos_id < 0 || m.eos_id >= m.vocab_size)
+    fail("{}: eos_id {} is outside the vocabulary of {}", path, m.eos_id, m.vocab_size);
+  return m;
+}
+
+void write_manifest(const std::string& dir, const DatasetManifest& m) {
+  json j;
+  j["format"] = "zaya-token-shards";
+  j["version"] = 1;
+  j["vocab_size"] = m.vocab_size;
+  j["eos_id"] = m.eos_id;
+  j["bos_id"] = m.bos_id;
+  j["tokenizer"] = {{"path", m.tokenizer_path}, {"xxh3", m.tokenizer_xxh3}};
+  j["files"] = m.files;
+  j["val_fraction"] = m.val_fraction;
+  json splits = json::object();
+  for (const auto& [name, s] : m.splits) {
+    json shards = json::array();
+    for (const ShardEntry& e : s.shards)
+      shards.push_back({{"file", e.file}, {"tokens", e.tokens}, {"xxh3", hex64(e.checksum)}});
+    splits[name] = {{"documents", s.documents}, {"tokens", s.tokens}, {"shards", shards}};
+  }
+  j["splits"] = splits;
+  const std::string path = dir + "/" + kManifestName, tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, errno_str());
+  const std::string text = j.dump(2) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  if (std::fclose(f) != 0 || !ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", tmp, errno_str());
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename {} to {}", tmp, path);
+}
+
+}  // namespace zaya
