@@ -14,5 +14,6 @@ Action add_tokenize_command(CLI::App& app);
 Action add_tokenizer_train_command(CLI::App& app);
 // `zaya data prepare …` (a nested subcommand: data → prepare).
 Action add_data_command(CLI::App& app);
+Action add_train_command(CLI::App& app);
 
 }  // namespace zaya::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_tokenize_command);
   add(zaya::cli::add_tokenizer_train_command);
   add(zaya::cli::add_data_command);
+  add(zaya::cli::add_train_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
