@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
-# The main job, as far as zaya goes today: inspect ZAYA1-base's shape and evaluate a tiny
-# committed model (loss, logits and every gradient) — the exact forward/backward every later
-# stage (training, generation) builds on. Run after `make build` (the Makefile's demo target does).
+# The main job: train a tiny ZAYA1 on the King James Bible (Debian's bible-kjv) and sample
+# from it. Steps: dump the text → one document per chapter → train a 1024-token byte-fallback
+# BPE → token shards (with a validation split) → `zaya train configs/tiny-kjv.toml` (prints
+# step lines, validation loss and samples; checkpoints under runs/) → evaluate the result.
+# Run after `make build` (the Makefile's demo target does). Re-running resumes/reuses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 zaya=build/release/zaya
-out=${ZAYA_DEMO_OUT:-build/demo}
-mkdir -p "$out"
+data=data/kjv
 
-echo "== zaya inspect: ZAYA1-base (8.3B MoE, CCA attention)"
-$zaya inspect tests/data/configs/zaya1-base.json
+if [ ! -f "$data/chapters.done" ]; then
+  echo "== dumping the King James Bible into one document per chapter ($data/chapters)"
+  mkdir -p "$data/chapters"
+  bible -f Gen1:1-Rev22:21 | awk -v dir="$data/chapters" '
+    { ref = $1; sub(/:[0-9]+$/, "", ref); text = $0; sub(/^[^ ]+ /, "", text)
+      if (ref != last) { n++; file = sprintf("%s/%04d.txt", dir, n); last = ref }
+      print text > file }'
+  touch "$data/chapters.done"
+fi
 
-model=tests/data/model/tiny_a
-echo
-echo "== zaya inspect: the tiny test model in $model"
-$zaya inspect "$model"
+if [ ! -f "$data/tokenizer.json" ]; then
+  echo "== training a 1024-token BPE tokenizer"
+  $zaya tokenizer-train --input "$data/chapters/*.txt" --vocab-size 1024 --out "$data/tokenizer.json"
+fi
 
-echo
-echo "== zaya eval: loss, logits and gradients of $model on its token lines"
-$zaya eval --model "$model" --tokens "$model/tokens.txt" \
-  --logits "$out/logits.safetensors" --grads "$out/grads.safetensors"
-echo "(the PyTorch twin's loss for the same input: see $model/expected.safetensors; 'make test' checks them)"
+if [ ! -f "$data/shards/dataset.json" ]; then
+  echo "== tokenizing into shards"
+  $zaya data prepare --tokenizer "$data/tokenizer.json" --input "$data/chapters/*.txt" \
+    --out "$data/shards"
+fi
+
+echo "== training (configs/tiny-kjv.toml; resumes from runs/tiny-kjv/checkpoints if present)"
+$zaya train --config configs/tiny-kjv.toml "$@"
+
+echo "== the trained model is a Hugging Face-layout directory:"
+ls runs/tiny-kjv/checkpoints/*/model

@@ -6,12 +6,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
 
 #include "core/assert.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/timer.h"
 
 namespace zaya {
@@ -351,8 +353,14 @@ Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
         // Stream: blocks of ~1 MB cut after a newline (no piece crosses a newline, an added
         // token), counted kBatchBlocks at a time on all threads.
         std::vector<std::string> batch;
+        int64_t total = 0;
+        for (const std::string& f : files) {
+          std::error_code ec;
+          total += int64_t(std::filesystem::file_size(f, ec));
+        }
+        Progress progress("tokenizer-train: counting", total, "",
+                          {.quiet = !opt.progress, .bytes = true});
         size_t bytes = 0;
-        Timer timer;
         for (const std::string& f : files) {
           std::FILE* fp = std::fopen(f.c_str(), "rb");
           if (!fp) fail("{}: cannot open training text: {}", f, std::strerror(errno));
@@ -370,9 +378,7 @@ Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
             if (batch.size() == kBatchBlocks) {
               count_blocks(skeleton, batch, counts);
               batch.clear();
-              if (opt.progress)
-                log_info("tokenizer-train: counted {:.1f} MB ({:.1f} MB/s)", double(bytes) / 1e6,
-                         double(bytes) / 1e6 / std::max(timer.seconds(), 1e-9));
+              progress.update(int64_t(bytes));
             }
           }
           const bool err = std::ferror(fp);
@@ -381,7 +387,8 @@ Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
           if (!carry.empty()) batch.push_back(std::move(carry));
         }
         count_blocks(skeleton, batch, counts);
-        if (opt.progress) log_info("tokenizer-train: counted {:.1f} MB", double(bytes) / 1e6);
+        progress.update(int64_t(bytes));
+        progress.finish();
       },
       vocab_size, opt);
 }

@@ -209,6 +209,9 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
 
   std::ofstream metrics;
   if (!cfg.metrics.empty()) {
+    const fs::path parent = fs::path(cfg.metrics).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) fs::create_directories(parent, ec);
     metrics.open(cfg.metrics, std::ios::app);
     if (!metrics) fail("cannot open metrics file {}", cfg.metrics);
   }
