@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 
@@ -19,19 +20,6 @@ using namespace zaya::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Result {
-  int code = -1;
-  bool crashed = false;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // A fresh directory private to this test process (ctest runs tests in parallel).
 fs::path scratch(const std::string& name) {
@@ -42,17 +30,8 @@ fs::path scratch(const std::string& name) {
   return p;
 }
 
-Result run_zaya(const std::string& args) {
-  const fs::path dir = scratch("run");
-  const std::string cmd = std::string(ZAYA_BINARY) + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.crashed = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) > 125);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
+CliResult run_zaya(const std::string& args) {
+  return run_zaya_in(scratch("run").string(), args);
 }
 
 // The first committed twin case: a valid tiny model and its token lines.
@@ -63,15 +42,6 @@ fs::path good_case() {
     if (e.is_directory()) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   return dirs.at(0);
-}
-
-// Expects exit code 1, no crash, and exactly one "zaya: error:" line mentioning `needle`.
-void expect_user_error(const Result& r, const std::string& needle) {
-  EXPECT_FALSE(r.crashed) << r.err;
-  EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("zaya: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
 }
 
 // Copies the good model into a scratch dir, letting `edit` change its tensors before writing.
@@ -119,9 +89,9 @@ void write(const fs::path& p, const std::string& text) {
 
 TEST(CliEval, LossLogitsAndGradsMatchTheTwin) {
   const fs::path out = scratch("eval_out");
-  const Result r = run_zaya(eval_args(good_case(), good_tokens()) + " --logits " +
-                            (out / "logits.safetensors").string() + " --grads " +
-                            (out / "grads.safetensors").string() + " --quiet");
+  const CliResult r = run_zaya(eval_args(good_case(), good_tokens()) + " --logits " +
+                               (out / "logits.safetensors").string() + " --grads " +
+                               (out / "grads.safetensors").string() + " --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << "--quiet printed: " << r.err;
   ASSERT_EQ(r.out.rfind("loss ", 0), 0u) << r.out;
@@ -154,7 +124,7 @@ TEST(CliEval, LossLogitsAndGradsMatchTheTwin) {
 }
 
 TEST(CliInspect, Zaya1BaseCountsAndKvCompression) {
-  const Result r =
+  const CliResult r =
       run_zaya("inspect " + (fs::path(ZAYA_TEST_DATA) / "configs" / "zaya1-base.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("8,840,488,784 (8.840B)"), std::string::npos) << r.out;
@@ -167,7 +137,7 @@ TEST(CliInspect, Zaya1BaseCountsAndKvCompression) {
 }
 
 TEST(CliInspect, TinyConfigCounts) {
-  const Result r =
+  const CliResult r =
       run_zaya("inspect --json " + (fs::path(ZAYA_TEST_DATA) / "configs" / "tiny.json").string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"params_total\": 155556"), std::string::npos) << r.out;
@@ -188,7 +158,7 @@ TEST(CliErrors, MissingFilesAndDirectories) {
 }
 
 TEST(CliErrors, BadFlagsExitNonZero) {
-  Result r = run_zaya("eval --model " + good_case().string());  // --tokens missing
+  CliResult r = run_zaya("eval --model " + good_case().string());  // --tokens missing
   EXPECT_FALSE(r.crashed);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--tokens"), std::string::npos) << r.err;

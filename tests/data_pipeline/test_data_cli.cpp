@@ -8,33 +8,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_util.h"
 #include "data/loader.h"
 #include "test_util.h"
 
 using namespace zaya;
+using namespace zaya::test;
 using zaya::test::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-Result run_zaya(const ScratchDir& dir, const std::string& args) {
-  const std::string cmd =
-      std::string(ZAYA_BINARY) + " " + args + " >" + (dir / "stdout") + " 2>" + (dir / "stderr");
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "stdout"),
-          slurp(dir / "stderr")};
+CliResult run_zaya(const ScratchDir& dir, const std::string& args) {
+  return run_zaya_in(dir.path, args);
 }
 
 const std::string kTokenizer = std::string(ZAYA_TEST_DATA) + "/tokenizer/toy_tokenizer.json";
@@ -51,9 +37,9 @@ TEST(DataPrepareCli, JsonlToShardsThatLoad) {
                   .dump()
            << "\n";
   corpus.close();
-  const Result r = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
-                                     (dir / "*.jsonl") + " --out " + (dir / "ds") +
-                                     " --val-fraction 0.1 --shard-tokens 1000 --quiet");
+  const CliResult r = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
+                                        (dir / "*.jsonl") + " --out " + (dir / "ds") +
+                                        " --val-fraction 0.1 --shard-tokens 1000 --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");  // --quiet: no progress
   EXPECT_NE(r.out.find("200 documents"), std::string::npos) << r.out;
@@ -67,8 +53,8 @@ TEST(DataPrepareCli, JsonlToShardsThatLoad) {
   EXPECT_EQ(w[0], train.manifest().bos_id);  // the first document starts with BOS
 
   // Without --quiet, progress goes to stderr as plain lines (not a terminal here).
-  const Result loud = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
-                                        (dir / "c.jsonl") + " --out " + (dir / "ds2"));
+  const CliResult loud = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
+                                           (dir / "c.jsonl") + " --out " + (dir / "ds2"));
   ASSERT_EQ(loud.code, 0) << loud.err;
   EXPECT_NE(loud.err.find("data prepare: "), std::string::npos) << loud.err;
   EXPECT_NE(loud.err.find("/s"), std::string::npos) << loud.err;
@@ -78,8 +64,8 @@ TEST(DataPrepareCli, JsonlToShardsThatLoad) {
 TEST(DataPrepareCli, BadInputIsOneErrorLine) {
   if (!fs::exists(kTokenizer)) GTEST_SKIP() << "no " << kTokenizer;
   ScratchDir dir;
-  Result r = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
-                               (dir / "none*.txt") + " --out " + (dir / "ds") + " --quiet");
+  CliResult r = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
+                                  (dir / "none*.txt") + " --out " + (dir / "ds") + " --quiet");
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err.rfind("zaya: error: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find("no file matches"), std::string::npos) << r.err;

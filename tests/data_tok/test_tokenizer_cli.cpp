@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_util.h"
 #include "data/tokenizer.h"
 #include "test_util.h"
 
@@ -15,37 +16,9 @@ using namespace zaya::test;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-Result run(const ScratchDir& dir, const std::string& args, const std::string& stdin_text = "") {
-  std::ofstream(dir / "stdin", std::ios::binary) << stdin_text;
-  const std::string cmd = std::string(ZAYA_BINARY) + " " + args + " <" + dir / "stdin" + " >" +
-                          dir / "out" + " 2>" + dir / "err";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "out"), slurp(dir / "err")};
-}
-
-void expect_user_error(const Result& r, const std::string& needle) {
-  EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_EQ(r.err.rfind("zaya: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "wanted '" << needle << "' in: " << r.err;
+CliCliResult run(const ScratchDir& dir, const std::string& args,
+                 const std::string& stdin_text = "") {
+  return run_zaya_in(dir.path, args, stdin_text);
 }
 
 std::string toy() {
@@ -69,11 +42,11 @@ class TokenizeCli : public testing::Test {
 
 TEST_F(TokenizeCli, TextFileJsonlAndStdin) {
   const std::string text = "Hello, world! Καλημέρα 🤗  <start_of_turn>user";
-  Result r = run(dir, base + " --text " + quote(text));
+  CliResult r = run(dir, base + " --text " + shell_quote(text));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, id_line(tok.encode(text)));
 
-  r = run(dir, base + " --text " + quote(text) + " --bos");
+  r = run(dir, base + " --text " + shell_quote(text) + " --bos");
   std::vector<int32_t> with_bos = {2};
   for (int32_t id : tok.encode(text)) with_bos.push_back(id);
   EXPECT_EQ(r.out, id_line(with_bos));
@@ -98,7 +71,7 @@ TEST_F(TokenizeCli, TextFileJsonlAndStdin) {
 
 TEST_F(TokenizeCli, DecodeReversesEncode) {
   const std::string text = "Decode me: ünïcödé and   spaces\tand tabs";
-  Result r = run(dir, base + " --decode --text " + quote(id_line(tok.encode(text))));
+  CliResult r = run(dir, base + " --decode --text " + shell_quote(id_line(tok.encode(text))));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, text + "\n");
 
@@ -131,7 +104,7 @@ TEST_F(TokenizeCli, BadInput) {
   expect_user_error(run(dir, base + " --decode --text '5 99999'"), "99999");
   std::ofstream(dir / "bad.jsonl") << "not json\n";
   expect_user_error(run(dir, base + " --jsonl " + dir / "bad.jsonl"), "line 1");
-  const Result both = run(dir, base + " --text a --file b");
+  const CliResult both = run(dir, base + " --text a --file b");
   EXPECT_NE(both.code, 0);
 }
 
@@ -144,8 +117,8 @@ TEST(TokenizerTrainCli, TrainsLoadsAndErrors) {
     (n % 2 ? a : b) << nlohmann::json::parse(line).get<std::string>() << "\n";
   a.close();
   b.close();
-  Result r = run(dir, "tokenizer-train --input " + quote(dir / "*.txt") +
-                          " --vocab-size 700 --out " + dir / "tok.json");
+  CliResult r = run(dir, "tokenizer-train --input " + shell_quote(dir / "*.txt") +
+                             " --vocab-size 700 --out " + dir / "tok.json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("700 tokens"), std::string::npos) << r.err;
   const Tokenizer t = Tokenizer::load(dir / "tok.json");
@@ -154,7 +127,7 @@ TEST(TokenizerTrainCli, TrainsLoadsAndErrors) {
   r = run(dir, "tokenize --tokenizer " + dir / "tok.json" + " --text 'round trip'");
   EXPECT_EQ(r.out, id_line(t.encode("round trip")));
 
-  expect_user_error(run(dir, "tokenizer-train --input " + quote(dir / "*.none") +
+  expect_user_error(run(dir, "tokenizer-train --input " + shell_quote(dir / "*.none") +
                                  " --vocab-size 700 --out " + dir / "x.json"),
                     "matches no files");
   expect_user_error(run(dir, "tokenizer-train --input " + dir / "a.txt" +
