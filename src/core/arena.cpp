@@ -5,7 +5,9 @@
 
 namespace zaya {
 
-void Buffer::Free::operator()(void* p) const { std::free(p); }
+void Buffer::Free::operator()(void* p) const {
+  std::free(p);
+}
 
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;

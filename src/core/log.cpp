@@ -14,7 +14,11 @@ static LogLevel initial_level() {
 
 static LogLevel g_level = initial_level();
 
-LogLevel log_level() { return g_level; }
-void set_log_level(LogLevel level) { g_level = level; }
+LogLevel log_level() {
+  return g_level;
+}
+void set_log_level(LogLevel level) {
+  g_level = level;
+}
 
 }  // namespace zaya

@@ -8,7 +8,8 @@ using namespace zaya::test;
 namespace {
 
 std::vector<double> linear_reference(const std::vector<double>& x, const std::vector<double>& w,
-                                     const std::vector<double>& b, int64_t N, int64_t I, int64_t O) {
+                                     const std::vector<double>& b, int64_t N, int64_t I,
+                                     int64_t O) {
   std::vector<double> y(N * O);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
