@@ -212,6 +212,10 @@ struct Tokenizer::Impl {
     return it == ids.end() ? -1 : it->second;
   }
 
+  // Splits text at added tokens (honouring lstrip/rstrip), hands each section's pieces to
+  // `piece` and each added token's id to `added_id` (when set), in text order.
+  void walk(std::string_view text, const std::function<void(std::string_view)>& piece,
+            const std::function<void(int32_t)>& added_id) const;
   void for_each_piece(std::string_view text, const std::function<void(std::string_view)>& fn) const;
   void pieces_of_section(std::string_view section,
                          const std::function<void(std::string_view)>& fn) const;
@@ -508,8 +512,9 @@ void Tokenizer::Impl::pieces_of_section(std::string_view section,
     if (e > b) fn(std::string_view(s).substr(b, e - b));
 }
 
-void Tokenizer::Impl::for_each_piece(std::string_view text,
-                                     const std::function<void(std::string_view)>& fn) const {
+void Tokenizer::Impl::walk(std::string_view text,
+                           const std::function<void(std::string_view)>& piece,
+                           const std::function<void(int32_t)>& added_id) const {
   // Sections between added tokens; lstrip/rstrip trim whitespace next to the token.
   std::string_view pending;  // text before the current position, not yet emitted
   size_t start = 0;
@@ -524,14 +529,20 @@ void Tokenizer::Impl::for_each_piece(std::string_view text,
     pending = text.substr(start, i - start);
     if (strip_next) pending = trim_start(pending);
     if (tok.lstrip) pending = trim_end(pending);
-    pieces_of_section(pending, fn);
+    pieces_of_section(pending, piece);
+    if (added_id) added_id(tok.id);
     strip_next = tok.rstrip;
     i += tok.content.size();
     start = i;
   }
   pending = text.substr(start);
   if (strip_next) pending = trim_start(pending);
-  pieces_of_section(pending, fn);
+  pieces_of_section(pending, piece);
+}
+
+void Tokenizer::Impl::for_each_piece(std::string_view text,
+                                     const std::function<void(std::string_view)>& fn) const {
+  walk(text, fn, {});
 }
 
 void Tokenizer::Impl::bpe(std::string_view piece, std::vector<int32_t>& out) const {
@@ -624,30 +635,9 @@ void Tokenizer::Impl::bpe(std::string_view piece, std::vector<int32_t>& out) con
 }
 
 void Tokenizer::Impl::encode(std::string_view text, std::vector<int32_t>& out) const {
-  // Same walk as for_each_piece, also emitting the added tokens in place.
-  std::string_view pending;
-  size_t start = 0;
-  bool strip_next = false;
-  const auto emit = [&](std::string_view piece) { bpe(piece, out); };
-  for (size_t i = 0; i < text.size();) {
-    const int32_t m = first_byte[static_cast<uint8_t>(text[i])] ? match_added(text, i) : -1;
-    if (m < 0) {
-      ++i;
-      continue;
-    }
-    const AddedToken& tok = added[m];
-    pending = text.substr(start, i - start);
-    if (strip_next) pending = trim_start(pending);
-    if (tok.lstrip) pending = trim_end(pending);
-    pieces_of_section(pending, emit);
-    out.push_back(tok.id);
-    strip_next = tok.rstrip;
-    i += tok.content.size();
-    start = i;
-  }
-  pending = text.substr(start);
-  if (strip_next) pending = trim_start(pending);
-  pieces_of_section(pending, emit);
+  walk(
+      text, [&](std::string_view piece) { bpe(piece, out); },
+      [&](int32_t id) { out.push_back(id); });
 }
 
 void Tokenizer::for_each_piece(std::string_view text,
