@@ -16,11 +16,7 @@ Model::Model(ZayaConfig config)
 }
 
 Tensor Model::view(float* base, const std::string& name) const {
-  const ParamSpec& s = layout_.at(name);
-  Tensor t(base + s.offset, {s.numel()});
-  t.ndim = int(s.shape.size());
-  for (int i = 0; i < t.ndim; ++i) t.shape[i] = s.shape[i];
-  return t;
+  return layout_.at(name).view(base);
 }
 
 void Model::zero_grads() {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/tensor.h"
 #include "io/zaya_config.h"
 
 namespace zaya {
@@ -37,6 +38,13 @@ struct ParamSpec {
     return n;
   }
   bool trainable() const { return kind != ParamKind::Buffer; }
+  // This tensor's view in an arena of the layout (weights or gradients).
+  Tensor view(float* base) const {
+    Tensor t(base + offset, {numel()});
+    t.ndim = int(shape.size());
+    for (int i = 0; i < t.ndim; ++i) t.shape[i] = shape[size_t(i)];
+    return t;
+  }
 };
 
 struct ParamLayout {

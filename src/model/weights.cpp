@@ -9,13 +9,7 @@ namespace {
 struct Binder {
   const ParamLayout& layout;
   float* base;
-  Tensor get(const std::string& name) const {
-    const ParamSpec& s = layout.at(name);
-    Tensor t(base + s.offset, {s.numel()});
-    t.ndim = int(s.shape.size());
-    for (int i = 0; i < t.ndim; ++i) t.shape[i] = s.shape[i];
-    return t;
-  }
+  Tensor get(const std::string& name) const { return layout.at(name).view(base); }
   // Tensor `first` and those packed after it, viewed as one [rows, cols] block.
   Tensor span(const std::string& first, int64_t rows, int64_t cols) const {
     return Tensor(base + layout.at(first).offset, {rows, cols});
