@@ -16,8 +16,7 @@ using namespace zaya::test;
 
 namespace {
 
-CliResult run(const ScratchDir& dir, const std::string& args,
-                 const std::string& stdin_text = "") {
+CliResult run(const ScratchDir& dir, const std::string& args, const std::string& stdin_text = "") {
   return run_zaya_in(dir.path, args, stdin_text);
 }
 
