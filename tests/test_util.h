@@ -41,6 +41,18 @@ std::vector<T> randn(size_t n, uint64_t seed, double scale = 1.0, double mean = 
   return v;
 }
 
+// Element-wise conversion between vector types.
+template <class T, class U>
+std::vector<T> cast(const std::vector<U>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+// Normal values exactly representable in f32, held as double: the f32 op and the double
+// reference see the same input.
+inline std::vector<double> randn_f32(size_t n, uint64_t seed, double scale = 1.0,
+                                     double mean = 0.0) {
+  return cast<double>(randn<float>(n, seed, scale, mean));
+}
+
 // Max over i of |a-b| / (abs + rel·|b|) must be ≤ 1.
 template <class A, class B>
 void expect_close(const A* a, const B* b, size_t n, double abs_tol, double rel_tol,

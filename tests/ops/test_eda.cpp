@@ -6,18 +6,6 @@
 using namespace zaya;
 using namespace zaya::test;
 
-namespace {
-
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-std::vector<double> randn_f32(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
-  return cast<double>(randn<float>(n, seed, scale, mean));
-}
-
-}  // namespace
-
 TEST(Eda, ForwardF32MatchesReferenceOnOddSizes) {
   for (int64_t N : kOddSizes)
     for (int64_t R : kOddSizes) {

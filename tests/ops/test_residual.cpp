@@ -12,13 +12,6 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-std::vector<double> randn_f32(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
-  return cast<double>(randn<float>(n, seed, scale, mean));
-}
 template <class T>
 Tensor vec(std::vector<T>& v, std::initializer_list<int64_t> dims) {
   return v.empty() ? Tensor{} : Tensor(v.data(), dims);

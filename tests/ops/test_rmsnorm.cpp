@@ -29,15 +29,6 @@ RmsRef rmsnorm_reference(const std::vector<double>& x, const std::vector<double>
   return r;
 }
 
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-// Values exactly representable in f32, so the f32 op and the double reference see the same input.
-std::vector<double> randn_f32(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
-  return cast<double>(randn<float>(n, seed, scale, mean));
-}
-
 }  // namespace
 
 TEST(RmsNorm, ForwardF32MatchesReferenceOnOddSizes) {

@@ -11,11 +11,6 @@ using namespace zaya::test;
 
 namespace {
 
-template <class T, class U>
-std::vector<T> cast(const std::vector<U>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-
 // Targets in [0, V) with every third row ignored (−1).
 std::vector<int32_t> make_targets(int64_t N, int64_t V, uint64_t seed) {
   CounterRng rng{seed, 0};
