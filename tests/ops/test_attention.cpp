@@ -179,6 +179,22 @@ void check_odd_sizes(uint64_t seed, double abs_tol, double rel_tol) {
   }
 }
 
+// f32 forward and backward against the double reference on the same f32-rounded inputs.
+void expect_f32_forward_backward_match_reference(const Shape& s, uint64_t seed) {
+  Inputs in = make_inputs(s, seed);
+  auto r = run_op<float>(s, in);
+  Inputs rounded{round_trip_f32(in.q), round_trip_f32(in.k), round_trip_f32(in.v),
+                 round_trip_f32(in.dout)};
+  std::vector<double> o, lse, dq, dk, dv;
+  reference_forward(s, rounded, o, lse);
+  reference_backward(s, rounded, dq, dk, dv);
+  expect_close(r.o, o, kOpAbs, kOpRel, "o");
+  expect_close(r.lse, lse, kOpAbs, kOpRel, "lse");
+  expect_close(r.dq, dq, kOpAbs, kOpRel, "dq");
+  expect_close(r.dk, dk, kOpAbs, kOpRel, "dk");
+  expect_close(r.dv, dv, kOpAbs, kOpRel, "dv");
+}
+
 TEST(Attention, F32MatchesReferenceOnOddSizes) {
   check_odd_sizes<float>(100, kOpAbs, kOpRel);
 }
@@ -220,35 +236,13 @@ TEST(Attention, BackwardMatchesNumericalGradient) {
 // 16 query tiles: forward and backward in f32 against the double reference at scale.
 TEST(Attention, LongContextF32) {
   const Shape s{1, 1024, 4, 2, 8};
-  Inputs in = make_inputs(s, 700);
-  auto r = run_op<float>(s, in);
-  Inputs rounded{round_trip_f32(in.q), round_trip_f32(in.k), round_trip_f32(in.v),
-                 round_trip_f32(in.dout)};
-  std::vector<double> o, lse, dq, dk, dv;
-  reference_forward(s, rounded, o, lse);
-  reference_backward(s, rounded, dq, dk, dv);
-  expect_close(r.o, o, kOpAbs, kOpRel, "o");
-  expect_close(r.lse, lse, kOpAbs, kOpRel, "lse");
-  expect_close(r.dq, dq, kOpAbs, kOpRel, "dq");
-  expect_close(r.dk, dk, kOpAbs, kOpRel, "dk");
-  expect_close(r.dv, dv, kOpAbs, kOpRel, "dv");
+  expect_f32_forward_backward_match_reference(s, 700);
 }
 
 // A realistic head size (d = 64: no column padding, two GEMM column blocks) with G = 4.
 TEST(Attention, WideHeadsF32) {
   const Shape s{1, 200, 4, 1, 64};
-  Inputs in = make_inputs(s, 750);
-  auto r = run_op<float>(s, in);
-  Inputs rounded{round_trip_f32(in.q), round_trip_f32(in.k), round_trip_f32(in.v),
-                 round_trip_f32(in.dout)};
-  std::vector<double> o, lse, dq, dk, dv;
-  reference_forward(s, rounded, o, lse);
-  reference_backward(s, rounded, dq, dk, dv);
-  expect_close(r.o, o, kOpAbs, kOpRel, "o");
-  expect_close(r.lse, lse, kOpAbs, kOpRel, "lse");
-  expect_close(r.dq, dq, kOpAbs, kOpRel, "dq");
-  expect_close(r.dk, dk, kOpAbs, kOpRel, "dk");
-  expect_close(r.dv, dv, kOpAbs, kOpRel, "dv");
+  expect_f32_forward_backward_match_reference(s, 750);
 }
 
 // Changing keys and values after position t0 leaves outputs (and lse) at positions ≤ t0 bitwise
