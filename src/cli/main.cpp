@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_tokenizer_train_command);
   add(zaya::cli::add_data_command);
   add(zaya::cli::add_train_command);
+  add(zaya::cli::add_generate_command);
+  add(zaya::cli::add_serve_command);
+  add(zaya::cli::add_bench_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

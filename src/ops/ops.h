@@ -24,6 +24,10 @@ namespace zaya::ops {
 
 // ---------------------------------------------------------------- linear (BLAS GEMM)
 // y[N,O] = x[N,I] · w[O,I]ᵀ (+ b[O]); with accumulate, y += instead of =.
+// Inference exception to the one-dtype rule: w may be BF16 while x, y, b are F32 — weights stay in
+// their stored dtype and are widened to f32 in registers (AVX2/FMA) with f32 accumulation. Small N
+// (decode) streams each row of w once for all N inputs; large N (prefill) widens tiles of w and
+// runs sgemm. A BF16 w has no backward.
 void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     bool accumulate = false);
 // dx[N,I] = dy · w (+= with accumulate_dx; skipped if dx undefined);
@@ -32,7 +36,8 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
                      const Tensor& x, const Tensor& w, bool accumulate_dx = false);
 
 // ---------------------------------------------------------------- embedding
-// out[N,D] = table[ids[n]]; ids I32 [N], each in [0, V).
+// out[N,D] = table[ids[n]]; ids I32 [N], each in [0, V). table may be BF16 with out F32
+// (inference: the tied embedding stays bf16).
 void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table);
 // dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (pad row, C6; -1 = none).
 void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
@@ -170,6 +175,20 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
 // (overwrite; dlogits may alias logits).
 void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                    const Tensor& target, double scale);
+
+// ---------------------------------------------------------------- decoding (forward only)
+// The two-stage CCA conv continued from a carried state (spec §4.8). u[L,C] holds L new
+// consecutive positions of one sequence; state[2,C] holds the two raw columns before them
+// (u_{t−2}, u_{t−1}; zeros at the sequence start, which reproduces y_{−1} = b0) and is advanced in
+// place to the last two columns of [state ; u]. z[L,C] equals cca_conv_forward's rows for those
+// positions. F32 only.
+void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u, const Tensor& w0,
+                           const Tensor& b0, const Tensor& w1, const Tensor& b1);
+
+// Causal GQA attention of L new queries over one sequence's cache: q[L,Hq,d]; k, v[S,Hk,d] hold
+// positions 0…S−1 (S ≥ L), the queries being the last L of them (query i is at position S−L+i and
+// sees keys 0…S−L+i). o[L,Hq,d]. Scores scaled by 1/√d, softmax in f32, as attention_forward.
+void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v);
 
 // ---------------------------------------------------------------- optimizer math
 // Muon's quintic Newton–Schulz orthogonalisation (system.md §3); an op without backward.

@@ -1,0 +1,46 @@
+// dist::Group: the one interface to collectives (architecture.md §1). `single` (size 1, the
+// default, every collective a copy or no-op) and `mpi` (host buffers, OpenMPI) implement it; the
+// trainer calls it unconditionally — there is no `if (distributed)` above this layer.
+//
+// Contract for every collective:
+// - Buffers are contiguous Tensor views of F32, F64 or I32 (send and recv of one call share the
+//   dtype); every rank calls the same collectives in the same order with the same counts.
+// - Equal chunks: reduce_scatter and all_gather move size()·n elements as size() chunks of n;
+//   callers pad (the ZeRO-1 buckets do) so no tensor size needs to divide the number of ranks.
+// - Results are deterministic: the reduction order does not depend on timing.
+// - A peer that does not arrive within the group's timeout (killed, hung) surfaces as a
+//   zaya::Error naming the collective, never a silent hang.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace zaya::dist {
+
+enum class ReduceOp { Sum, Max, Min };
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "single" or "mpi"
+
+  // In place: every rank ends with the elementwise reduction of buf over the ranks.
+  virtual void all_reduce(const Tensor& buf, ReduceOp op = ReduceOp::Sum) = 0;
+  // send[size()·n] → recv[n]: rank r receives the sum over ranks of their chunk r.
+  virtual void reduce_scatter(const Tensor& send, const Tensor& recv) = 0;
+  // send[n] → recv[size()·n]: chunk r of recv is rank r's send (send may alias chunk rank()).
+  virtual void all_gather(const Tensor& send, const Tensor& recv) = 0;
+  // In place: every rank ends with root's buf.
+  virtual void broadcast(const Tensor& buf, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+// kind: "single", "mpi", or "auto" (mpi when launched by mpirun/srun, else single).
+// timeout_s bounds the wait of every collective (default 300 s).
+std::unique_ptr<Group> make_group(const std::string& kind = "auto", double timeout_s = 300);
+
+}  // namespace zaya::dist

@@ -1,0 +1,75 @@
+// InferModel: a ZAYA1 model held for inference. Matrices (projections, router matrices, experts,
+// the tied embedding / LM head) stay in their stored dtype — a bf16 checkpoint is used straight
+// from its memory mapping, never widened in memory — and are read through ops::linear_forward's
+// bf16 kernels. Small vectors (norms, biases, scales, convs, temperatures) are widened to f32 once.
+// Shapes: D model, V vocab, C conv channels, d head, Hq/Hk heads, R router, K classes, F expert
+// first-projection width (gate ‖ up).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "io/zaya_config.h"
+#include "model/weights.h"
+
+namespace zaya {
+
+class Model;
+class SafeTensors;
+
+struct InferAttention {
+  Tensor wq, wk;      // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
+  Tensor wv1, wv2;    // [Hk·d/2, D] each: current / previous token values
+  Tensor wo;          // [D, Hq·d]
+  Tensor conv0_w, conv0_b, conv1_w, conv1_b, temp;  // F32: [C,1,2], [C], [C,d,2], [C], [Hk]
+};
+
+struct InferMoe {
+  Tensor down_w, m1_w, m2_w, m3_w;        // [R,D], [R,R], [R,R], [K,R]   (F32 or BF16)
+  Tensor down_b, eda_scale, norm_w, m1_b, m2_b, biases;  // F32; eda_scale undefined if absent
+  std::vector<Tensor> fc1, fc2;           // per expert: [F, D], [D, F/2]  (F32 or BF16)
+};
+
+struct InferLayer {
+  Tensor input_norm;  // [D] F32
+  ResScale res;       // F32 vectors
+  InferAttention attn;
+  InferMoe moe;
+};
+
+class InferModel {
+ public:
+  // config.json + model.safetensors (or index + shards). BF16 and F32 matrices are used from the
+  // mapping; F16/F64 ones are converted to F32. Throws zaya::Error naming a missing/mis-shaped
+  // tensor or a bad directory.
+  static InferModel load_dir(const std::string& dir);
+  // From an in-memory model (tests, benchmarks): matrices are views of m's F32 weights (m must
+  // outlive this) when matrix_dtype is F32, or owned BF16 copies when it is BF16.
+  static InferModel from_model(const Model& m, DType matrix_dtype = DType::F32);
+
+  const ZayaConfig& config() const { return config_; }
+  const std::string& source() const { return source_; }
+  DType matrix_dtype() const { return matrix_dtype_; }  // BF16 if any matrix is BF16, else F32
+
+  // Bytes of weights one decode token reads: every attention matrix, the router and one expert per
+  // MoE layer, the LM head (the whole tied embedding) and one embedding row.
+  int64_t active_weight_bytes() const;
+  // Bytes of all weights held (mapped or owned).
+  int64_t total_weight_bytes() const;
+
+  Tensor embed;  // [V, D]
+  std::vector<InferLayer> layers;
+  ResScale final_res;
+  Tensor final_norm;  // [D]
+
+ private:
+  ZayaConfig config_;
+  std::string source_;
+  DType matrix_dtype_ = DType::F32;
+  std::shared_ptr<const SafeTensors> file_;  // keeps the mapping alive
+  std::vector<std::shared_ptr<Buffer>> owned_;  // widened vectors and converted matrices
+};
+
+}  // namespace zaya
