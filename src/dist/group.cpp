@@ -1,0 +1,66 @@
+// make_group: chooses the backend ("auto": mpi under a launcher, else single), applies the
+// ZAYA_DIST_TIMEOUT override, and holds the argument checks both backends share.
+#include <cstdlib>
+#include <string>
+
+#include "core/assert.h"
+#include "dist/group_impl.h"
+
+namespace zaya::dist {
+
+void check_buffer(const char* what, const Tensor& t) {
+  ZAYA_CHECK_INPUT(t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::I32,
+                   "{}: buffers must be F32, F64 or I32, got {}", what, dtype_name(t.dtype));
+  ZAYA_CHECK_INPUT(t.defined() || t.numel() == 0, "{}: buffer of {} elements has no data", what,
+                   t.numel());
+}
+
+void check_chunks(const char* what, const Tensor& whole, const Tensor& part, int ranks) {
+  check_buffer(what, whole);
+  check_buffer(what, part);
+  ZAYA_CHECK_INPUT(whole.dtype == part.dtype, "{}: send is {} but recv is {}", what,
+                   dtype_name(whole.dtype), dtype_name(part.dtype));
+  ZAYA_CHECK_INPUT(whole.numel() == int64_t(ranks) * part.numel(),
+                   "{}: the full buffer has {} elements but {} ranks × a chunk of {} = {} (pad "
+                   "the buffer to a multiple of the number of ranks)",
+                   what, whole.numel(), ranks, part.numel(), int64_t(ranks) * part.numel());
+}
+
+void check_root(const char* what, int root, int ranks) {
+  ZAYA_CHECK_INPUT(root >= 0 && root < ranks, "{}: root {} is not a rank of this {}-rank group",
+                   what, root, ranks);
+}
+
+namespace {
+
+bool launched_by_mpirun_or_srun() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+// ZAYA_DIST_TIMEOUT (seconds) overrides the caller's timeout: operators can lengthen it for a
+// slow filesystem or shorten it in tests without a config change.
+double timeout_from_env(double timeout_s) {
+  const char* env = std::getenv("ZAYA_DIST_TIMEOUT");
+  if (!env || !*env) return timeout_s;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  ZAYA_CHECK_INPUT(end && *end == '\0' && v > 0,
+                   "ZAYA_DIST_TIMEOUT='{}' is not a positive number of seconds", env);
+  return v;
+}
+
+}  // namespace
+
+std::unique_ptr<Group> make_group(const std::string& kind, double timeout_s) {
+  ZAYA_CHECK_INPUT(timeout_s > 0, "group timeout must be positive, got {} s", timeout_s);
+  timeout_s = timeout_from_env(timeout_s);
+  if (kind == "single") return make_single_group();
+  if (kind == "mpi") return make_mpi_group(timeout_s);
+  if (kind == "auto")
+    return launched_by_mpirun_or_srun() ? make_mpi_group(timeout_s) : make_single_group();
+  fail("unknown process group kind '{}': use auto, single or mpi", kind);
+}
+
+}  // namespace zaya::dist

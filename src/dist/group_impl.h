@@ -1,0 +1,22 @@
+// Internals shared by the Group implementations (not for callers: include dist/group.h): the
+// argument checks every backend applies before it moves data, and the backend constructors
+// make_group chooses between.
+#pragma once
+#include <memory>
+
+#include "dist/group.h"
+
+namespace zaya::dist {
+
+// Buffer of a collective: F32, F64 or I32 (throws zaya::Error naming `what` otherwise).
+void check_buffer(const char* what, const Tensor& t);
+// `whole` holds `ranks` chunks of `part`'s size, same dtype (reduce_scatter: send/recv;
+// all_gather: recv/send).
+void check_chunks(const char* what, const Tensor& whole, const Tensor& part, int ranks);
+void check_root(const char* what, int root, int ranks);
+
+std::unique_ptr<Group> make_single_group();
+// The MPI group over a duplicate of MPI_COMM_WORLD (initialising MPI on first use).
+std::unique_ptr<Group> make_mpi_group(double timeout_s);
+
+}  // namespace zaya::dist

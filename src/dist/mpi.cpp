@@ -1,0 +1,252 @@
+// dist::MpiGroup: collectives on host buffers over MPI (OpenMPI on the CPU build).
+//
+// - MPI is initialised once per process (MPI_THREAD_FUNNELED: only the thread that made the
+//   group calls collectives; OpenMP workers never do) and finalised at exit — unless a collective
+//   failed or the group was torn down by an exception, because MPI_Finalize waits for every peer
+//   and a dead peer would turn an error into a hang. Exiting without it, non-zero, is what makes
+//   mpirun stop the remaining ranks at once.
+// - Each group works on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, and every
+//   MPI call goes through ZAYA_MPI_CHECK, so an MPI error becomes a zaya::Error (one line naming
+//   the call and MPI's own explanation) instead of an abort deep inside the library.
+// - Timeouts: every collective is the non-blocking MPI-3 form, polled with MPI_Test until done or
+//   until the group's deadline passes (then a zaya::Error naming the collective). Polling spins
+//   for the first millisecond (small messages stay fast), then yields, then sleeps up to 1 ms
+//   (an oversubscribed machine keeps its cores for the ranks doing work).
+// - Determinism: for a fixed communicator size and count OpenMPI picks a fixed algorithm, so the
+//   reduction order (and the result's bits) never depends on timing.
+// - MPI counts are int: all_reduce and broadcast split larger buffers into pieces of 2^30
+//   elements; reduce_scatter/all_gather chunks must stay below 2^31 elements.
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "core/assert.h"
+#include "core/timer.h"
+#include "dist/group_impl.h"
+
+namespace zaya::dist {
+namespace {
+
+// Set once a collective failed, timed out or a group died with an exception in flight: the
+// peers may be gone, so MPI_Finalize (which waits for them) must be skipped at exit.
+bool g_mpi_broken = false;
+
+[[noreturn]] void mpi_fail(int code, const char* expr, const char* file, int line) {
+  g_mpi_broken = true;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  const std::string_view call(expr, std::strcspn(expr, "("));
+  const char* base = std::strrchr(file, '/');
+  fail("{} failed: {} (MPI error {} at {}:{}); a peer rank probably died — see its output", call,
+       len ? std::string_view(text, len) : std::string_view("unknown error"), code,
+       base ? base + 1 : file, line);
+}
+
+// Every MPI call: a failure becomes a zaya::Error naming the call and MPI's message.
+#define ZAYA_MPI_CHECK(expr)                                                            \
+  do {                                                                                  \
+    const int zaya_mpi_rc_ = (expr);                                                    \
+    if (zaya_mpi_rc_ != MPI_SUCCESS) mpi_fail(zaya_mpi_rc_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+void finalize_at_exit() {
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (!finalized && !g_mpi_broken) MPI_Finalize();
+}
+
+void ensure_mpi_initialised() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int initialised = 0, finalized = 0;
+    ZAYA_MPI_CHECK(MPI_Initialized(&initialised));
+    ZAYA_MPI_CHECK(MPI_Finalized(&finalized));
+    ZAYA_CHECK_INPUT(!finalized, "MPI was finalised already: make process groups before exit");
+    if (initialised) return;  // the embedding program owns MPI's lifetime
+    int provided = 0;
+    ZAYA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    ZAYA_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    std::atexit(finalize_at_exit);
+  });
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::I32:
+      return MPI_INT32_T;
+    default:
+      ZAYA_ASSERT(false, "no MPI type for {} (check_buffer lets only F32/F64/I32 through)",
+                  dtype_name(t));
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
+constexpr int64_t kMaxPiece = int64_t(1) << 30;  // elements per call of a split all_reduce/bcast
+
+class MpiGroup final : public Group {
+ public:
+  explicit MpiGroup(double timeout_s) : timeout_s_(timeout_s) {
+    ensure_mpi_initialised();
+    ZAYA_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    ZAYA_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    MPI_Request req;
+    ZAYA_MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &req));
+    wait(req, "make_group");
+    ZAYA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  }
+  ~MpiGroup() override {
+    // Unwinding from an error: peers may be waiting in a collective this rank never reaches.
+    if (std::uncaught_exceptions() > 0) g_mpi_broken = true;
+    if (!g_mpi_broken) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void all_reduce(const Tensor& buf, ReduceOp op) override {
+    check_usable("all_reduce");
+    check_buffer("all_reduce", buf);
+    const size_t elem = dtype_size(buf.dtype);
+    for (int64_t at = 0; at < buf.numel() || at == 0; at += kMaxPiece) {
+      const int n = int(std::min(buf.numel() - at, kMaxPiece));
+      MPI_Request req;
+      ZAYA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(buf.data) + at * elem, n,
+                                    mpi_type(buf.dtype), mpi_op(op), comm_, &req));
+      wait(req, "all_reduce");
+      if (buf.numel() == 0) break;
+    }
+  }
+
+  void reduce_scatter(const Tensor& send, const Tensor& recv) override {
+    check_usable("reduce_scatter");
+    check_chunks("reduce_scatter", send, recv, size_);
+    const int n = chunk_count("reduce_scatter", recv);
+    char* mine = static_cast<char*>(send.data) + size_t(rank_) * recv.nbytes();
+    MPI_Request req;
+    if (recv.data == mine && n > 0) {
+      // In place: MPI leaves the result at the start of send; move it to chunk rank().
+      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, send.data, n, mpi_type(send.dtype),
+                                               MPI_SUM, comm_, &req));
+      wait(req, "reduce_scatter");
+      if (rank_ != 0) std::memmove(mine, send.data, recv.nbytes());
+      return;
+    }
+    ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(send.data, recv.data, n, mpi_type(send.dtype), MPI_SUM,
+                                             comm_, &req));
+    wait(req, "reduce_scatter");
+  }
+
+  void all_gather(const Tensor& send, const Tensor& recv) override {
+    check_usable("all_gather");
+    check_chunks("all_gather", recv, send, size_);
+    const int n = chunk_count("all_gather", send);
+    const char* mine = static_cast<const char*>(recv.data) + size_t(rank_) * send.nbytes();
+    const void* from = send.data == mine && n > 0 ? MPI_IN_PLACE : send.data;
+    MPI_Request req;
+    ZAYA_MPI_CHECK(MPI_Iallgather(from, n, mpi_type(send.dtype), recv.data, n, mpi_type(recv.dtype),
+                                  comm_, &req));
+    wait(req, "all_gather");
+  }
+
+  void broadcast(const Tensor& buf, int root) override {
+    check_usable("broadcast");
+    check_buffer("broadcast", buf);
+    check_root("broadcast", root, size_);
+    const size_t elem = dtype_size(buf.dtype);
+    for (int64_t at = 0; at < buf.numel() || at == 0; at += kMaxPiece) {
+      const int n = int(std::min(buf.numel() - at, kMaxPiece));
+      MPI_Request req;
+      ZAYA_MPI_CHECK(MPI_Ibcast(static_cast<char*>(buf.data) + at * elem, n, mpi_type(buf.dtype),
+                                root, comm_, &req));
+      wait(req, "broadcast");
+      if (buf.numel() == 0) break;
+    }
+  }
+
+  void barrier() override {
+    check_usable("barrier");
+    MPI_Request req;
+    ZAYA_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+    wait(req, "barrier");
+  }
+
+ private:
+  void check_usable(const char* what) const {
+    ZAYA_CHECK_INPUT(!g_mpi_broken,
+                     "{}: the process group is unusable after an earlier communication failure",
+                     what);
+  }
+
+  static int chunk_count(const char* what, const Tensor& chunk) {
+    ZAYA_CHECK_INPUT(chunk.numel() < kMaxPiece * 2,
+                     "{}: a chunk of {} elements is more than MPI's 2^31-1; split the buffer "
+                     "into smaller buckets",
+                     what, chunk.numel());
+    return int(chunk.numel());
+  }
+
+  // Polls `req` until it completes or the group's timeout passes.
+  void wait(MPI_Request& req, const char* what) {
+    const Timer clock;
+    std::chrono::microseconds nap(20);
+    for (;;) {
+      int done = 0;
+      ZAYA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      const double waited = clock.seconds();
+      if (waited > timeout_s_) {
+        g_mpi_broken = true;
+        fail(
+            "{}: no answer from the other ranks within {:g} s (a rank died or hung?); rank {} "
+            "of {} gives up. Look for the first error in the other ranks' output; "
+            "ZAYA_DIST_TIMEOUT=seconds changes the limit",
+            what, timeout_s_, rank_, size_);
+      }
+      if (waited < 1e-3) continue;
+      if (waited < 20e-3) {
+        sched_yield();
+        continue;
+      }
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  double timeout_s_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_mpi_group(double timeout_s) {
+  return std::make_unique<MpiGroup>(timeout_s);
+}
+
+}  // namespace zaya::dist

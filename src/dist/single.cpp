@@ -1,0 +1,44 @@
+// dist::SingleGroup: the size-1 group (the default outside a launcher). Every collective is a
+// copy or a no-op, but argument checks are the same as the MPI group's, so a program that runs on
+// one process with `single` makes the same calls it would make on N ranks.
+#include <cstring>
+
+#include "dist/group_impl.h"
+
+namespace zaya::dist {
+namespace {
+
+class SingleGroup final : public Group {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "single"; }
+
+  void all_reduce(const Tensor& buf, ReduceOp) override { check_buffer("all_reduce", buf); }
+  void reduce_scatter(const Tensor& send, const Tensor& recv) override {
+    check_chunks("reduce_scatter", send, recv, 1);
+    copy(recv, send);
+  }
+  void all_gather(const Tensor& send, const Tensor& recv) override {
+    check_chunks("all_gather", recv, send, 1);
+    copy(recv, send);
+  }
+  void broadcast(const Tensor& buf, int root) override {
+    check_buffer("broadcast", buf);
+    check_root("broadcast", root, 1);
+  }
+  void barrier() override {}
+
+ private:
+  static void copy(const Tensor& dst, const Tensor& src) {
+    if (dst.data != src.data && src.nbytes() > 0) std::memmove(dst.data, src.data, src.nbytes());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_single_group() {
+  return std::make_unique<SingleGroup>();
+}
+
+}  // namespace zaya::dist
