@@ -5,6 +5,7 @@
 // output depends only on its seed, never on what else shares its batch.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,11 +21,18 @@ struct SamplingParams {
   double min_p = 0.0;               // [0, 1]: drop tokens below min_p · p_max; 0 = off
   double repetition_penalty = 1.0;  // > 0; 1 = off; CTRL rule on every id seen so far
   uint64_t seed = 0;
-  int64_t max_new_tokens = 128;     // ≥ 0
-  std::vector<std::string> stop;    // stop strings (not included in the output)
-  bool ignore_eos = false;          // keep going past the tokenizer's EOS
+  int64_t max_new_tokens = 128;   // ≥ 0
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  bool ignore_eos = false;        // keep going past the tokenizer's EOS
 
-  // Throws zaya::Error naming the first out-of-range field and its allowed range.
+  // The first out-of-range field (its name as spelled above) and a message naming it and its
+  // allowed range; nullopt when every field is valid. The server maps `field` to its own names.
+  struct Invalid {
+    std::string field;
+    std::string message;
+  };
+  std::optional<Invalid> check() const;
+  // Throws zaya::Error with check()'s message.
   void validate() const;
 };
 
@@ -40,6 +48,7 @@ class Sampler {
   CounterRng rng_;
   uint64_t draws_ = 0;
   std::vector<std::pair<float, int32_t>> cand_;  // scratch: (logit, id) candidates
+  std::vector<int32_t> seen_;                    // scratch: distinct history ids
 };
 
 }  // namespace zaya
