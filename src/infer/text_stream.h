@@ -3,6 +3,14 @@
 // over several tokens is held back until whole), and never a tail that could still grow into a stop
 // string. When a stop string appears, the text before it is returned, `stopped` is set and the
 // stop string itself is never emitted.
+//
+// Decoding is windowed (the Hugging Face text-generation-inference scheme): the new text of a push
+// is decode(ids[prefix:]) minus decode(ids[prefix:read]), where [prefix, read) are the tokens of
+// the previous emission, so decoders that treat the start of a sequence specially (Strip) and
+// tokens whose text depends on their neighbour stay right, and each push costs O(window), not
+// O(length). Text ending in U+FFFD is held (an incomplete byte-fallback character). For valid UTF-8
+// the emitted text equals tok.decode(all ids) up to the stop string; invalid bytes still come out
+// as U+FFFD, though their count may differ from a whole-sequence decode.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -28,7 +36,12 @@ class TextStream {
  private:
   const Tokenizer& tok_;
   std::vector<std::string> stop_;
+  // Appends `text` to the held text, looks for stop strings, and returns what is safe to emit.
+  Delta release(const std::string& text, bool final);
+
   std::vector<int32_t> ids_;
+  size_t prefix_ = 0, read_ = 0;  // the decode window: ids_[prefix_, read_) was emitted last
+  std::string held_;              // decoded, complete text not yet emitted (a stop-string prefix)
   std::string emitted_;
   bool stopped_ = false;
 };
