@@ -1,12 +1,170 @@
-// Placeholder while `zaya generate` is being built in this session (replaced before it is called done).
+// zaya generate --model DIR [--prompt TEXT | --prompt-ids "1 2 3"] [--max-new-tokens N]
+//               [--temperature T --top-k K --top-p P --min-p M --repetition-penalty R --seed S]
+//               [--stop STR ...] [--ids] [--num-samples N] [--no-bos] [--ignore-eos]
+//               [--tokenizer FILE] [--quiet]
+// Streams generated text to stdout as it is decoded (one sample), or prints each of N samples —
+// decoded together as one batch, seeds S … S+N−1 — when it ends. --ids prints the generated ids
+// (one line per sample, space-separated) instead of text. Prompt and decode rates go to stderr.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "data/tokenizer.h"
+#include "infer/engine.h"
+#include "infer/infer_model.h"
 
 namespace zaya::cli {
 
+namespace {
+
+struct GenerateArgs {
+  std::string model, prompt, prompt_ids, tokenizer;
+  SamplingParams sampling;
+  int64_t num_samples = 1, max_batch = 8;
+  bool ids = false, no_bos = false, quiet = false;
+};
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || v > INT32_MAX)
+      fail("--prompt-ids: '{}' is not a token id (non-negative integers separated by spaces)",
+           word);
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
+int run_generate(GenerateArgs& a) {
+  if (a.quiet) set_log_level(LogLevel::Quiet);
+  if (a.prompt.empty() == a.prompt_ids.empty())
+    fail("give exactly one of --prompt TEXT or --prompt-ids \"1 2 3\"");
+  a.sampling.validate();  // before the (possibly slow) model load
+  Timer load_timer;
+  const InferModel model = InferModel::load_dir(a.model);
+  const ZayaConfig& c = model.config();
+
+  // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out.
+  std::unique_ptr<Tokenizer> tok;
+  std::string tok_path = a.tokenizer;
+  if (tok_path.empty() &&
+      std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
+    tok_path = (std::filesystem::path(a.model) / "tokenizer.json").string();
+  const bool need_tok = !a.prompt.empty() || !a.ids || !a.sampling.stop.empty();
+  if (!tok_path.empty()) {
+    tok = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
+  } else if (need_tok) {
+    fail(
+        "{}: no tokenizer.json in the model directory; pass --tokenizer FILE, or use "
+        "--prompt-ids with --ids",
+        a.model);
+  }
+
+  std::vector<int32_t> prompt;
+  if (!a.prompt_ids.empty()) {
+    prompt = parse_ids(a.prompt_ids);
+  } else {
+    if (!a.no_bos && tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
+    tok->encode(a.prompt, prompt);
+  }
+  log_info("generate: {} ({} sub-layers, {} weights), prompt {} tokens, loaded in {:.2f}s", a.model,
+           c.num_layers(), dtype_name(model.matrix_dtype()), prompt.size(), load_timer.seconds());
+
+  Engine engine(model, tok.get(), {a.max_batch, 0, 512});
+  const int64_t N = a.num_samples;
+  std::vector<std::string> texts(static_cast<size_t>(N));
+  std::vector<std::vector<int32_t>> out_ids(static_cast<size_t>(N));
+  std::vector<std::string> reasons(static_cast<size_t>(N));
+  int64_t finished = 0;
+  const bool stream = N == 1 && !a.ids;
+  for (int64_t k = 0; k < N; ++k) {
+    GenerationRequest req{prompt, a.sampling};
+    req.sampling.seed = a.sampling.seed + uint64_t(k);
+    engine.submit(std::move(req), [&, k](const GenerationEvent& ev) {
+      out_ids[size_t(k)].insert(out_ids[size_t(k)].end(), ev.ids.begin(), ev.ids.end());
+      if (stream) {
+        std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
+        std::fflush(stdout);
+      } else {
+        texts[size_t(k)] += ev.text;
+      }
+      if (ev.done) reasons[size_t(k)] = ev.finish_reason, ++finished;
+    });
+  }
+  while (finished < N) engine.step();
+
+  for (int64_t k = 0; k < N; ++k) {
+    if (a.ids) {
+      std::string line;
+      for (int32_t id : out_ids[size_t(k)]) line += (line.empty() ? "" : " ") + std::to_string(id);
+      std::printf("%s\n", line.c_str());
+    } else if (stream) {
+      std::printf("\n");
+    } else {
+      std::printf("--- sample %lld (seed %llu)\n%s\n", (long long)k,
+                  (unsigned long long)(a.sampling.seed + uint64_t(k)), texts[size_t(k)].c_str());
+    }
+  }
+  std::fflush(stdout);
+  const EngineStats s = engine.stats();
+  log_info(
+      "generate: prompt {} tokens at {:.1f} tokens/s; decode {} tokens at {:.1f} tokens/s "
+      "({} sequence{}, finished: {})",
+      s.prompt_tokens, s.prefill_seconds > 0 ? double(s.prompt_tokens) / s.prefill_seconds : 0.0,
+      s.decode_tokens, s.decode_seconds > 0 ? double(s.decode_tokens) / s.decode_seconds : 0.0, N,
+      N == 1 ? "" : "s", reasons.front());
+  return 0;
+}
+
+}  // namespace
+
 Action add_generate_command(CLI::App& app) {
-  app.add_subcommand("generate", "(being built)");
-  return []() -> int { fail("generate: not built yet"); };
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand("generate", "Generate text from a model directory");
+  sub->add_option("--model", a->model, "model directory (config.json + safetensors)")->required();
+  sub->add_option("--prompt", a->prompt, "prompt text (BOS is prepended unless --no-bos)");
+  sub->add_option("--prompt-ids", a->prompt_ids, "prompt as token ids, e.g. \"2 651 1234\"");
+  sub->add_option("--max-new-tokens", a->sampling.max_new_tokens, "tokens to generate at most")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
+  sub->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  sub->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)")->capture_default_str();
+  sub->add_option("--min-p", a->sampling.min_p, "drop tokens below min-p × the top probability")
+      ->capture_default_str();
+  sub->add_option("--repetition-penalty", a->sampling.repetition_penalty, "1 = off")
+      ->capture_default_str();
+  sub->add_option("--seed", a->sampling.seed, "sampling seed")->capture_default_str();
+  sub->add_option("--stop", a->sampling.stop, "stop string (repeatable; not printed)");
+  sub->add_option("--num-samples", a->num_samples, "samples decoded together, seeds S, S+1, …")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1024)));
+  sub->add_option("--max-batch", a->max_batch, "sequences decoded together at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1024)));
+  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--ids", a->ids, "print generated token ids instead of text");
+  sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to a text prompt");
+  sub->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep generating past EOS");
+  sub->add_flag("--quiet", a->quiet, "no load/rate lines on stderr");
+  return [a] { return run_generate(*a); };
 }
 
 }  // namespace zaya::cli

@@ -21,9 +21,9 @@ class InferModel;
 class Tokenizer;
 
 struct EngineOptions {
-  int64_t max_batch = 8;         // sequences decoded together
-  int64_t max_context = 0;       // prompt + generated tokens per sequence; 0 = the model's limit
-  int64_t prefill_chunk = 512;   // prompt tokens per sequence per step (long prompts take several)
+  int64_t max_batch = 8;        // sequences decoded together
+  int64_t max_context = 0;      // prompt + generated tokens per sequence; 0 = the model's limit
+  int64_t prefill_chunk = 512;  // prompt tokens per sequence per step (long prompts take several)
 };
 
 struct GenerationRequest {

@@ -20,16 +20,16 @@ class Model;
 class SafeTensors;
 
 struct InferAttention {
-  Tensor wq, wk;      // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
-  Tensor wv1, wv2;    // [Hk·d/2, D] each: current / previous token values
-  Tensor wo;          // [D, Hq·d]
+  Tensor wq, wk;    // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
+  Tensor wv1, wv2;  // [Hk·d/2, D] each: current / previous token values
+  Tensor wo;        // [D, Hq·d]
   Tensor conv0_w, conv0_b, conv1_w, conv1_b, temp;  // F32: [C,1,2], [C], [C,d,2], [C], [Hk]
 };
 
 struct InferMoe {
-  Tensor down_w, m1_w, m2_w, m3_w;        // [R,D], [R,R], [R,R], [K,R]   (F32 or BF16)
+  Tensor down_w, m1_w, m2_w, m3_w;  // [R,D], [R,R], [R,R], [K,R]   (F32 or BF16)
   Tensor down_b, eda_scale, norm_w, m1_b, m2_b, biases;  // F32; eda_scale undefined if absent
-  std::vector<Tensor> fc1, fc2;           // per expert: [F, D], [D, F/2]  (F32 or BF16)
+  std::vector<Tensor> fc1, fc2;  // per expert: [F, D], [D, F/2]  (F32 or BF16)
 };
 
 struct InferLayer {
@@ -68,7 +68,7 @@ class InferModel {
   ZayaConfig config_;
   std::string source_;
   DType matrix_dtype_ = DType::F32;
-  std::shared_ptr<const SafeTensors> file_;  // keeps the mapping alive
+  std::shared_ptr<const SafeTensors> file_;     // keeps the mapping alive
   std::vector<std::shared_ptr<Buffer>> owned_;  // widened vectors and converted matrices
 };
 

@@ -1,0 +1,41 @@
+// Decoder: the ZAYA1 forward pass for inference over a batch of sequences, each bringing some new
+// tokens (a prompt chunk when prefilling, one token when decoding) and its SequenceCache. The new
+// tokens of all sequences are flattened into one [N, D] stream so every weight matrix is read once
+// per step for the whole batch; only the conv, value shift and attention look at one sequence at
+// a time (through its cache). Same equations as model/transformer.cpp, forward only.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "infer/cache.h"
+#include "infer/infer_model.h"
+
+namespace zaya {
+
+struct DecodeItem {
+  SequenceCache* cache;             // positions continue at cache->length()
+  std::span<const int32_t> tokens;  // ≥ 1 new token ids
+};
+
+class Decoder {
+ public:
+  explicit Decoder(const InferModel& m) : m_(m) {}
+  // Runs the new tokens of every item, appends them to the caches (advancing their lengths) and
+  // writes logits[rows, V] (F32): one row per item (its last token), or with all_positions one row
+  // per token, item by item.
+  void forward(std::span<const DecodeItem> items, const Tensor& logits, bool all_positions = false);
+
+ private:
+  void attention(int64_t i, std::span<const DecodeItem> items, const Tensor& x, const Tensor& out);
+  void moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor& r, const Tensor& out);
+  Tensor scratch(size_t slot, DType t, std::initializer_list<int64_t> dims);
+
+  const InferModel& m_;
+  std::vector<std::vector<float>> scratch_;  // reused between calls
+  std::vector<int64_t> pos_;                 // position of every token of the current call
+  Tensor cos_, sin_;                         // RoPE tables, one row per token of the call
+};
+
+}  // namespace zaya

@@ -1,0 +1,188 @@
+// InferModel loading: every tensor of the one parameter list (model/param_layout.h) is resolved to
+// a view — of the file mapping (F32/BF16 matrices), of an in-memory Model, or of an owned copy
+// (vectors widened to F32, F16/F64 matrices converted, BF16 conversions of an F32 model).
+#include "infer/infer_model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "core/assert.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/param_layout.h"
+
+namespace zaya {
+
+namespace {
+
+bool is_matrix(ParamKind k) {
+  return k == ParamKind::Matrix || k == ParamKind::Expert || k == ParamKind::Embedding;
+}
+
+Tensor shaped(void* data, DType t, const std::vector<int64_t>& shape) {
+  Tensor v(data, t, {});
+  v.ndim = int(shape.size());
+  for (int i = 0; i < v.ndim; ++i) v.shape[size_t(i)] = shape[size_t(i)];
+  return v;
+}
+
+using Resolve = std::function<Tensor(const ParamSpec&)>;
+
+// Fills the per-layer structs from `get`, walking the same names as model/param_layout.cpp.
+void bind_layers(const ZayaConfig& c, const ParamLayout& layout, const Resolve& resolve,
+                 InferModel& m) {
+  auto get = [&](const std::string& name) { return resolve(layout.at(name)); };
+  auto res = [&](const std::string& p, bool with_residual) {
+    ResScale r{get(p + "hidden_states_scale"), get(p + "hidden_states_bias"), {}, {}};
+    if (with_residual) r.ar = get(p + "residual_scale"), r.br = get(p + "residual_bias");
+    return r;
+  };
+  m.embed = get("model.embed_tokens.weight");
+  m.layers.assign(size_t(c.num_layers()), {});
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    InferLayer& l = m.layers[size_t(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    l.input_norm = get(p + "input_norm.weight");
+    l.res = res(p + "res_scale.", i > 0);
+    if (c.is_attention(i)) {
+      const std::string a = p + "self_attn.qkv.";
+      InferAttention& at = l.attn;
+      at.wq = get(a + "linear_q.weight");
+      at.wk = get(a + "linear_k.weight");
+      at.wv1 = get(a + "val_proj1.weight");
+      at.wv2 = get(a + "val_proj2.weight");
+      at.conv0_w = get(a + "conv_qk.0.weight");
+      at.conv0_b = get(a + "conv_qk.0.bias");
+      at.conv1_w = get(a + "conv_qk.1.weight");
+      at.conv1_b = get(a + "conv_qk.1.bias");
+      at.temp = get(a + "temp");
+      at.wo = get(p + "self_attn.o_proj.weight");
+    } else {
+      const std::string r = p + "zaya_block.router.";
+      InferMoe& e = l.moe;
+      e.down_w = get(r + "down_proj.weight");
+      e.down_b = get(r + "down_proj.bias");
+      if (c.has_eda_scale(i)) e.eda_scale = get(r + "router_states_scale");
+      e.norm_w = get(r + "rmsnorm_eda.weight");
+      e.m1_w = get(r + "router_mlp.0.weight");
+      e.m1_b = get(r + "router_mlp.0.bias");
+      e.m2_w = get(r + "router_mlp.2.weight");
+      e.m2_b = get(r + "router_mlp.2.bias");
+      e.m3_w = get(r + "router_mlp.4.weight");
+      e.biases = get(r + "balancing_biases");
+      const std::string x = p + "zaya_block.experts.local_experts.";
+      for (int64_t k = 0; k < c.num_experts(i); ++k) {
+        e.fc1.push_back(get(x + std::to_string(k) + ".linear_fc1.weight"));
+        e.fc2.push_back(get(x + std::to_string(k) + ".linear_fc2.weight"));
+      }
+    }
+  }
+  m.final_res = res("model.res_scale.", true);
+  m.final_norm = get("model.final_norm.weight");
+}
+
+}  // namespace
+
+InferModel InferModel::load_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(cfg)) fail("{}: no config.json in the model directory", dir);
+  InferModel m;
+  m.config_ = load_config(cfg);
+  m.source_ = dir;
+  auto st = std::make_shared<const SafeTensors>(SafeTensors::open_dir(dir));
+  m.file_ = st;
+  const ParamLayout layout = make_param_layout(m.config_);
+  bool any_bf16 = false;
+  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+    const SafeTensorInfo* info = st->find(s.name);
+    if (!info) fail("{}: missing tensor '{}'; config.json and the weights disagree", dir, s.name);
+    if (info->shape != s.shape) {
+      std::string want;
+      for (int64_t d : s.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
+      fail("{}: tensor '{}' has the wrong shape for config.json (expected [{}])", info->file,
+           s.name, want);
+    }
+    const auto addr = reinterpret_cast<uintptr_t>(info->data);
+    // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned.
+    if (is_matrix(s.kind) &&
+        (info->dtype == DType::BF16 || (info->dtype == DType::F32 && addr % alignof(float) == 0))) {
+      any_bf16 |= info->dtype == DType::BF16;
+      return shaped(const_cast<void*>(info->data), info->dtype, s.shape);
+    }
+    auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(float));
+    m.owned_.push_back(buf);
+    Tensor t = shaped(buf->data(), DType::F32, s.shape);
+    st->read_into(s.name, t);  // widens BF16/F16/F64 and checks the dtype is a float
+    return t;
+  };
+  bind_layers(m.config_, layout, resolve, m);
+  m.matrix_dtype_ = any_bf16 ? DType::BF16 : DType::F32;
+  return m;
+}
+
+InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
+  ZAYA_CHECK_INPUT(matrix_dtype == DType::F32 || matrix_dtype == DType::BF16,
+                   "inference matrices are F32 or BF16, not {}", dtype_name(matrix_dtype));
+  InferModel m;
+  m.config_ = src.config();
+  m.source_ = "(in memory)";
+  m.matrix_dtype_ = matrix_dtype;
+  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+    const Tensor f32 = src.param(s.name);
+    if (!is_matrix(s.kind) || matrix_dtype == DType::F32) return f32;
+    auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(uint16_t));
+    m.owned_.push_back(buf);
+    auto* out = static_cast<uint16_t*>(buf->data());
+    const float* in = f32.ptr<float>();
+    for (int64_t k = 0; k < s.numel(); ++k) out[k] = f32_to_bf16(in[k]);
+    return shaped(out, DType::BF16, s.shape);
+  };
+  bind_layers(m.config_, src.layout(), resolve, m);
+  return m;
+}
+
+int64_t InferModel::active_weight_bytes() const {
+  int64_t bytes = int64_t(embed.nbytes());                                          // LM head
+  bytes += int64_t(embed.nbytes() / size_t(std::max<int64_t>(1, embed.shape[0])));  // one row
+  for (const InferLayer& l : layers) {
+    const InferAttention& a = l.attn;
+    if (a.wq.defined()) {
+      bytes +=
+          int64_t(a.wq.nbytes() + a.wk.nbytes() + a.wv1.nbytes() + a.wv2.nbytes() + a.wo.nbytes());
+      continue;
+    }
+    const InferMoe& e = l.moe;
+    bytes += int64_t(e.down_w.nbytes() + e.m1_w.nbytes() + e.m2_w.nbytes() + e.m3_w.nbytes());
+    if (!e.fc1.empty()) bytes += int64_t(e.fc1[0].nbytes() + e.fc2[0].nbytes());
+  }
+  return bytes;
+}
+
+int64_t InferModel::total_weight_bytes() const {
+  int64_t bytes = int64_t(embed.nbytes() + final_norm.nbytes());
+  auto add = [&](const Tensor& t) { bytes += t.defined() ? int64_t(t.nbytes()) : 0; };
+  auto add_res = [&](const ResScale& r) {
+    for (const Tensor* t : {&r.ao, &r.bo, &r.ar, &r.br}) add(*t);
+  };
+  add_res(final_res);
+  for (const InferLayer& l : layers) {
+    add(l.input_norm);
+    add_res(l.res);
+    const InferAttention& a = l.attn;
+    for (const Tensor* t : {&a.wq, &a.wk, &a.wv1, &a.wv2, &a.wo, &a.conv0_w, &a.conv0_b, &a.conv1_w,
+                            &a.conv1_b, &a.temp})
+      add(*t);
+    const InferMoe& e = l.moe;
+    for (const Tensor* t : {&e.down_w, &e.m1_w, &e.m2_w, &e.m3_w, &e.down_b, &e.eda_scale,
+                            &e.norm_w, &e.m1_b, &e.m2_b, &e.biases})
+      add(*t);
+    for (const Tensor& t : e.fc1) add(t);
+    for (const Tensor& t : e.fc2) add(t);
+  }
+  return bytes;
+}
+
+}  // namespace zaya
