@@ -1,12 +1,169 @@
-// Placeholder while `zaya bench decode` is being built in this session (replaced before it is called done).
+// zaya bench decode [--model DIR | --config CONFIG.json] [--dtype bf16|f32] [--batch B]
+//                   [--prompt-tokens P] [--tokens N] [--seed S] [--bandwidth-mib M] [--json]
+// Decode throughput against the machine's memory bandwidth, measured in the same run. Decoding one
+// token reads every active weight once (attention matrices, the router and one expert per MoE
+// layer, the tied LM head), so at batch 1 the rate is bounded by bandwidth / bytes-per-token.
+// Printed: decode tokens/s, weight bytes read per token, the bandwidth that implies, the machine's
+// read-only and copy bandwidth (core/bandwidth.h), and their ratio. The bound uses the larger of
+// the two bandwidths, so the ratio is never flattered by the choice of yardstick.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/bandwidth.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "infer/cache.h"
+#include "infer/decoder.h"
+#include "infer/infer_model.h"
 
 namespace zaya::cli {
 
+namespace {
+
+struct BenchDecodeArgs {
+  std::string model, config, dtype = "bf16";
+  int64_t batch = 1, prompt_tokens = 16, tokens = 32, bandwidth_mib = 512;
+  uint64_t seed = 1;
+  bool json = false;
+};
+
+double gib(double bytes) {
+  return bytes / double(1ull << 30);
+}
+
+int run_bench_decode(const BenchDecodeArgs& a) {
+  if (a.model.empty() == a.config.empty()) fail("give exactly one of --model DIR or --config FILE");
+  if (a.dtype != "bf16" && a.dtype != "f32") fail("--dtype must be bf16 or f32, not '{}'", a.dtype);
+  Timer load;
+  std::unique_ptr<InferModel> im;
+  if (!a.model.empty())
+    im = std::make_unique<InferModel>(InferModel::load_dir(a.model));
+  else
+    im = std::make_unique<InferModel>(InferModel::random(
+        load_config(a.config), a.seed, a.dtype == "bf16" ? DType::BF16 : DType::F32));
+  const ZayaConfig& c = im->config();
+  const int64_t B = a.batch, P = a.prompt_tokens, N = a.tokens, V = c.vocab_size;
+  if (P + N > c.max_position_embeddings)
+    fail("--prompt-tokens + --tokens = {} exceeds the model's context of {}", P + N,
+         c.max_position_embeddings);
+  std::fprintf(stderr, "bench decode: %s, %s weights (%.2f GiB), loaded in %.1f s\n",
+               im->source().c_str(), std::string(dtype_name(im->matrix_dtype())).c_str(),
+               gib(double(im->total_weight_bytes())), load.seconds());
+
+  // Bandwidth first, on an idle machine state (no decode buffers hot in cache).
+  const size_t bw_bytes = size_t(a.bandwidth_mib) << 20;
+  const double read_bw = measure_read_bandwidth(bw_bytes, 5);
+  const double copy_bw = measure_copy_bandwidth(bw_bytes, 5);
+
+  // B sequences: prefill P random tokens each, then N greedy decode steps for all B together.
+  std::vector<std::unique_ptr<SequenceCache>> caches;
+  std::vector<std::vector<int32_t>> ids(static_cast<size_t>(B));
+  CounterRng rng{a.seed, 99};
+  for (int64_t b = 0; b < B; ++b) {
+    caches.push_back(std::make_unique<SequenceCache>(c, P + N));
+    for (int64_t t = 0; t < P; ++t)
+      ids[size_t(b)].push_back(int32_t(rng.bits(uint64_t(b * P + t)) % uint64_t(V)));
+  }
+  Decoder dec(*im);
+  std::vector<float> logits(size_t(B * V));
+  const Tensor lt(logits.data(), {B, V});
+  auto step = [&](bool prompt) {
+    std::vector<DecodeItem> items;
+    for (int64_t b = 0; b < B; ++b) {
+      std::span<const int32_t> all(ids[size_t(b)]);
+      items.push_back({caches[size_t(b)].get(), prompt ? all : all.last(1)});
+    }
+    dec.forward(items, lt);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = logits.data() + b * V;
+      ids[size_t(b)].push_back(int32_t(std::max_element(row, row + V) - row));
+    }
+  };
+  Timer prefill_timer;
+  step(true);
+  const double prefill_s = prefill_timer.seconds();
+  step(false);  // one untimed decode step: first touch of the decode path
+  Timer decode_timer;
+  for (int64_t k = 1; k < N; ++k) step(false);
+  const double decode_s = decode_timer.seconds();
+  const int64_t steps = N - 1;
+
+  const double bytes_per_token = double(im->active_weight_bytes());
+  const double steps_per_s = double(steps) / decode_s;
+  const double achieved = bytes_per_token * steps_per_s;  // weight bytes streamed per second
+  const double bound_bw = std::max(read_bw, copy_bw);
+  const double bound_rate = bound_bw / bytes_per_token;
+  const double ratio = steps_per_s / bound_rate;
+  if (a.json) {
+    nlohmann::json j = {{"model", im->source()},
+                        {"dtype", std::string(dtype_name(im->matrix_dtype()))},
+                        {"batch", B},
+                        {"prompt_tokens", P},
+                        {"decode_steps", steps},
+                        {"prefill_tokens_per_s", double(B * P) / prefill_s},
+                        {"decode_tokens_per_s", steps_per_s * double(B)},
+                        {"decode_steps_per_s", steps_per_s},
+                        {"weight_bytes_per_token", bytes_per_token},
+                        {"achieved_bytes_per_s", achieved},
+                        {"read_bandwidth", read_bw},
+                        {"copy_bandwidth", copy_bw},
+                        {"bound_steps_per_s", bound_rate},
+                        {"ratio", ratio}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model                 %s (%s weights)\n", im->source().c_str(),
+              std::string(dtype_name(im->matrix_dtype())).c_str());
+  std::printf("batch                 %lld sequences, prompt %lld tokens, %lld decode steps\n",
+              (long long)B, (long long)P, (long long)steps);
+  std::printf("prefill               %.1f tokens/s\n", double(B * P) / prefill_s);
+  std::printf("decode                %.2f tokens/s (%.2f steps/s × %lld sequences)\n",
+              steps_per_s * double(B), steps_per_s, (long long)B);
+  std::printf("weights read / step   %.1f MiB (active weights incl. the LM head)\n",
+              bytes_per_token / double(1 << 20));
+  std::printf("achieved              %.2f GB/s of weights\n", achieved / 1e9);
+  std::printf("read bandwidth        %.2f GB/s (read-only stream, same run)\n", read_bw / 1e9);
+  std::printf("copy bandwidth        %.2f GB/s (memcpy, read + written, same run)\n",
+              copy_bw / 1e9);
+  std::printf("bound                 %.2f steps/s (%.2f GB/s / %.1f MiB)\n", bound_rate,
+              bound_bw / 1e9, bytes_per_token / double(1 << 20));
+  std::printf("ratio                 %.1f%% of the bandwidth bound\n", 100.0 * ratio);
+  return 0;
+}
+
+}  // namespace
+
 Action add_bench_decode_command(CLI::App& bench) {
-  bench.add_subcommand("decode", "(being built)");
-  return []() -> int { fail("bench decode: not built yet"); };
+  auto a = std::make_shared<BenchDecodeArgs>();
+  CLI::App* sub = bench.add_subcommand(
+      "decode", "Decode tokens/s against the memory-bandwidth bound measured in the same run");
+  sub->add_option("--model", a->model, "model directory (weights used in their stored dtype)");
+  sub->add_option("--config", a->config,
+                  "config.json of a random model instead (e.g. configs/models/decode-bench.json)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--dtype", a->dtype, "matrix dtype of a --config model: bf16 or f32")
+      ->capture_default_str();
+  sub->add_option("--batch", a->batch, "sequences decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(256)));
+  sub->add_option("--prompt-tokens", a->prompt_tokens, "prompt length (prefilled first)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--tokens", a->tokens, "decode steps (the first one is not timed)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
+  sub->add_option("--bandwidth-mib", a->bandwidth_mib, "buffer size of the bandwidth measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(16), int64_t(1) << 16));
+  sub->add_option("--seed", a->seed, "seed of the random model and prompt")->capture_default_str();
+  sub->add_flag("--json", a->json, "print one JSON object instead of the table");
+  return [a] { return run_bench_decode(*a); };
 }
 
 }  // namespace zaya::cli

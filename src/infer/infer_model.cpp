@@ -3,11 +3,14 @@
 // (vectors widened to F32, F16/F64 matrices converted, BF16 conversions of an F32 model).
 #include "infer/infer_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 
 #include "core/assert.h"
+#include "core/rng.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/param_layout.h"
@@ -141,6 +144,45 @@ InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
     return shaped(out, DType::BF16, s.shape);
   };
   bind_layers(m.config_, src.layout(), resolve, m);
+  return m;
+}
+
+InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_dtype, double std) {
+  ZAYA_CHECK_INPUT(matrix_dtype == DType::F32 || matrix_dtype == DType::BF16,
+                   "inference matrices are F32 or BF16, not {}", dtype_name(matrix_dtype));
+  validate_config(c);
+  InferModel m;
+  m.config_ = c;
+  m.source_ = "(random)";
+  m.matrix_dtype_ = matrix_dtype;
+  const ParamLayout layout = make_param_layout(c);
+  const double half_width = std * std::sqrt(3.0);  // uniform on [−a, a] has std a/√3
+  uint64_t stream = 0;
+  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+    const DType t = is_matrix(s.kind) ? matrix_dtype : DType::F32;
+    auto buf = std::make_shared<Buffer>(size_t(s.numel()) * dtype_size(t));
+    m.owned_.push_back(buf);
+    const CounterRng rng{seed, stream++};
+    const int64_t n = s.numel();
+    float* f = t == DType::F32 ? static_cast<float*>(buf->data()) : nullptr;
+    uint16_t* h = t == DType::BF16 ? static_cast<uint16_t*>(buf->data()) : nullptr;
+    if (s.init == ParamInit::Normal) {
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+      for (int64_t k = 0; k < n; ++k) {
+        const float v = float(half_width * (2.0 * rng.uniform(uint64_t(k)) - 1.0));
+        if (f)
+          f[k] = v;
+        else
+          h[k] = f32_to_bf16(v);
+      }
+    } else {  // vectors: ones, zeros (Buffer starts zeroed), balancing biases (skip class −1)
+      ZAYA_ASSERT(f, "non-random init of a matrix {}", s.name);
+      if (s.init == ParamInit::One) std::fill(f, f + n, 1.0f);
+      if (s.init == ParamInit::BalancingBias && c.zaya_use_mod) f[n - 1] = -1.0f;
+    }
+    return shaped(buf->data(), t, s.shape);
+  };
+  bind_layers(m.config_, layout, resolve, m);
   return m;
 }
 

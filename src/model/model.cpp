@@ -35,7 +35,8 @@ void Model::init_random(uint64_t seed, double std) {
     const int64_t n = s.numel();
     CounterRng rng{seed, k};  // one stream per tensor: independent of layout changes elsewhere
     switch (s.init) {
-      case ParamInit::Normal:
+      case ParamInit::Normal:  // element i depends only on (seed, k, i): any thread count
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
         for (int64_t i = 0; i < n; ++i) p[i] = float(std * rng.normal(uint64_t(i)));
         break;
       case ParamInit::Zero:
