@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "infer/cache.h"
 #include "model/inspect.h"
 
 namespace zaya::cli {
@@ -59,6 +60,7 @@ int run_inspect(const InspectArgs& a) {
         {"train_flops_per_token", 3 * flops},
         {"kv_values_per_token", f.kv_values_per_token},
         {"kv_bytes_per_token_bf16", f.kv_values_per_token * bf16},
+        {"kv_bytes_per_token_decode_cache", SequenceCache::bytes_per_token(c)},
         {"mha_kv_bytes_per_token_bf16", f.mha_kv_values_per_token * bf16},
         {"kv_compression", double(f.mha_kv_values_per_token) / double(f.kv_values_per_token)},
         {"decode_state_bytes_per_sequence_f32", f.state_values_per_sequence * 4},
@@ -79,6 +81,8 @@ int run_inspect(const InspectArgs& a) {
              3 * flops, a.seq_len);
   fmt::print("KV cache per token     {} (bf16: K and V, {} heads × {} per layer)\n",
              human_bytes(double(f.kv_values_per_token * bf16)), c.kv_heads(), c.head_dim());
+  fmt::print("  zaya's decode cache  {} (f32, exact: what `zaya generate`/`serve` hold)\n",
+             human_bytes(double(SequenceCache::bytes_per_token(c))));
   fmt::print("  multi-head attention {} ({} heads) → CCA is {:.1f}x smaller\n",
              human_bytes(double(f.mha_kv_values_per_token * bf16)), c.num_attention_heads,
              double(f.mha_kv_values_per_token) / double(f.kv_values_per_token));
