@@ -83,8 +83,6 @@ int run_generate(GenerateArgs& a) {
     if (!a.no_bos && tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
     tok->encode(a.prompt, prompt);
   }
-  log_info("generate: {} ({} sub-layers, {} weights), prompt {} tokens, loaded in {:.2f}s", a.model,
-           c.num_layers(), dtype_name(model.matrix_dtype()), prompt.size(), load_timer.seconds());
 
   Engine engine(model, tok.get(), {a.max_batch, 0, 512});
   const int64_t N = a.num_samples;
@@ -107,6 +105,8 @@ int run_generate(GenerateArgs& a) {
       if (ev.done) reasons[size_t(k)] = ev.finish_reason, ++finished;
     });
   }
+  log_info("generate: {} ({} sub-layers, {} weights), prompt {} tokens, loaded in {:.2f}s", a.model,
+           c.num_layers(), dtype_name(model.matrix_dtype()), prompt.size(), load_timer.seconds());
   while (finished < N) engine.step();
 
   for (int64_t k = 0; k < N; ++k) {
