@@ -34,4 +34,10 @@ echo "== training (configs/tiny-kjv.toml; resumes from runs/tiny-kjv/checkpoints
 $zaya train --config configs/tiny-kjv.toml "$@"
 
 echo "== the trained model is a Hugging Face-layout directory:"
-ls runs/tiny-kjv/checkpoints/*/model
+model="$(ls -d runs/tiny-kjv/checkpoints/step_*/model | tail -n 1)"
+ls "$model"
+
+echo "== sampling from it with the KV-cached decoder (zaya generate)"
+printf '%s' "And God said"
+$zaya generate --model "$model" --tokenizer "$data/tokenizer.json" --prompt "And God said" \
+  --max-new-tokens 60 --temperature 0.7 --top-p 0.95 --seed 1
