@@ -69,10 +69,12 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < n; ++i) moments[i] = 0.1f * m.params()[i], moments[n + i] = 1e-4f;
   CheckpointData d;
   d.trainer_state = {{"step", 0}, {"data_position", 0}};
+  std::vector<std::pair<std::string, Tensor>> state;
   for (int k = 0; k < 2; ++k)
     for (const ParamSpec& s : m.layout().specs)
-      d.optimizer_state.emplace_back(fmt::format("adamw.{}.{}", k ? "v" : "m", s.name),
-                                     Tensor(moments.data() + k * n + s.offset, {s.numel()}));
+      state.emplace_back(fmt::format("adamw.{}.{}", k ? "v" : "m", s.name),
+                         Tensor(moments.data() + k * n + s.offset, {s.numel()}));
+  d.optimizer = OptimizerShard::whole(state);
   const double gb = double(3 * n * sizeof(float)) / 1e9;
   std::printf("params %.1fM, checkpoint %.2f GB (params + 2x optimizer state), dir %s\n",
               double(n) / 1e6, gb, root.c_str());

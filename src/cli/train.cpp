@@ -1,6 +1,7 @@
 // zaya train --config FILE.toml [--set key=value ...] [--print-config] [--quiet]
 // Trains (or resumes) a ZAYA1 model as the TOML file says; every key is documented by
-// --print-config. Unknown keys are rejected with a suggestion.
+// --print-config. Unknown keys are rejected with a suggestion. Launched by mpirun/srun, the
+// processes train together (data parallel, ZeRO-1): train.micro_batch is per rank.
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
+#include "dist/group.h"
 #include "train/trainer.h"
 
 namespace zaya::cli {
@@ -30,7 +32,8 @@ int run_train(const TrainArgs& a) {
   }
   if (a.config.empty()) fail("--config FILE.toml is required (see configs/ and --print-config)");
   validate_train_config(cfg);
-  const TrainSummary s = run_training(cfg, TrainOptions{a.quiet});
+  std::unique_ptr<dist::Group> group = dist::make_group("auto");
+  const TrainSummary s = run_training(cfg, TrainOptions{.quiet = a.quiet, .group = group.get()});
   log_info("train: {} steps in {:.1f}s, loss {:.4f} → {:.4f}, val_loss {:.4f} → {:.4f}, {} skipped",
            s.steps_done, s.seconds, s.first_loss, s.last_loss, s.first_val_loss, s.last_val_loss,
            s.skipped);

@@ -1,7 +1,9 @@
 // AsyncCheckpointWriter: snapshot on the caller's thread, write on a background thread.
-// The caller is blocked only for the copy into staging memory (a parallel memcpy, plus waiting
-// for a still-running previous save); hashing, file I/O and fsync happen in the background
-// through save_checkpoint_with, so a synchronous and an asynchronous save write identical files.
+// The caller is blocked only for agreeing on the temporary directory (one collective), the copy
+// into staging memory (a parallel memcpy, plus waiting for a still-running previous save);
+// hashing, file I/O and fsync happen in the background through the same write_checkpoint_part /
+// finish_checkpoint as save_checkpoint, so a synchronous and an asynchronous save write identical
+// files. Only rank 0 writes the model directory, so only rank 0 stages the parameters.
 // Staging memory is anonymous huge-page-backed memory faulted in once: on a VM, first-touch page
 // faults and 4 KiB TLB misses make a copy into a fresh malloc'ed buffer several times slower.
 #include "train/async_writer.h"
@@ -16,6 +18,7 @@
 #include "core/arena.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "dist/group.h"
 #include "io/safetensors.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
@@ -58,9 +61,9 @@ class StagingMemory {
   size_t size_ = 0;
 };
 
-size_t staging_bytes(const Model& m, const CheckpointData& d) {
-  size_t bytes = Arena::aligned(m.layout().total * sizeof(float));
-  for (const auto& [name, t] : d.optimizer_state) bytes += Arena::aligned(t.nbytes());
+size_t staging_bytes(const Model& m, const CheckpointData& d, bool with_params) {
+  size_t bytes = with_params ? Arena::aligned(m.layout().total * sizeof(float)) : 0;
+  for (const OptimizerSlice& s : d.optimizer.slices) bytes += Arena::aligned(s.data.nbytes());
   return bytes;
 }
 
@@ -111,7 +114,17 @@ struct AsyncCheckpointWriter::Staging {
 };
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string root, int keep_last)
-    : root_(std::move(root)), keep_last_(keep_last), staging_(std::make_unique<Staging>()) {}
+    : AsyncCheckpointWriter(*dist::make_group("single").release(), std::move(root), keep_last) {
+  own_group_.reset(&group_);
+}
+
+AsyncCheckpointWriter::AsyncCheckpointWriter(dist::Group& group, std::string root, int keep_last,
+                                             double shard_wait_s)
+    : group_(group),
+      root_(std::move(root)),
+      keep_last_(keep_last),
+      shard_wait_s_(shard_wait_s),
+      staging_(std::make_unique<Staging>()) {}
 
 AsyncCheckpointWriter::~AsyncCheckpointWriter() {
   try {
@@ -140,7 +153,7 @@ void AsyncCheckpointWriter::wait() {
 
 void AsyncCheckpointWriter::prepare(const Model& m, const CheckpointData& d) {
   wait();
-  const size_t bytes = staging_bytes(m, d);
+  const size_t bytes = staging_bytes(m, d, group_.rank() == 0);
   if (staging_->memory.size() >= bytes) return;
   error_what_ = "staging allocation";
   worker_ = std::thread([this, bytes] {
@@ -155,14 +168,24 @@ void AsyncCheckpointWriter::prepare(const Model& m, const CheckpointData& d) {
 void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointData& d) {
   Timer timer;
   wait();
-  ZAYA_CHECK_INPUT(step >= 0, "checkpoint step must be non-negative, got {}", step);
-  for (const auto& [name, t] : d.optimizer_state)
-    if (t.dtype != DType::F32)
-      fail("optimizer tensor '{}' is {}, but optimizer state must be F32", name,
-           dtype_name(t.dtype));
+  error_what_ = fmt::format("save of step {}", step);
+  const bool rank0 = group_.rank() == 0;
+  std::string tmp;
+  try {
+    ZAYA_CHECK_INPUT(keep_last_ >= 0, "checkpoint keep_last must be non-negative, got {}",
+                     keep_last_);
+    for (const OptimizerSlice& sl : d.optimizer.slices)
+      if (sl.data.dtype != DType::F32)
+        fail("optimizer tensor '{}' is {}, but optimizer state must be F32", sl.tensor,
+             dtype_name(sl.data.dtype));
+    tmp = begin_checkpoint(group_, root_, step);  // collective: every rank gets here
+  } catch (...) {
+    error_ = std::current_exception();  // reported by wait(), like a background failure
+    return;
+  }
 
   Staging& s = *staging_;
-  const size_t bytes = staging_bytes(m, d);
+  const size_t bytes = staging_bytes(m, d, rank0);
   if (s.memory.size() < bytes) s.memory = StagingMemory(bytes);  // prepare() avoids this stall
   if (!s.has_model || !(s.config == m.config())) {
     s.config = m.config();
@@ -172,28 +195,37 @@ void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointD
 
   char* out = s.memory.data();
   std::vector<CopyJob> jobs;
-  const size_t param_bytes = m.layout().total * sizeof(float);
-  jobs.push_back({out, m.params(), param_bytes});
-  s.params = reinterpret_cast<const float*>(out);
-  out += Arena::aligned(param_bytes);
-  s.data.optimizer_state.clear();
-  for (const auto& [name, t] : d.optimizer_state) {
-    Tensor staged = t;
-    staged.data = out;
-    s.data.optimizer_state.emplace_back(name, staged);
-    jobs.push_back({out, t.data, t.nbytes()});
-    out += Arena::aligned(t.nbytes());
+  if (rank0) {
+    const size_t param_bytes = m.layout().total * sizeof(float);
+    jobs.push_back({out, m.params(), param_bytes});
+    s.params = reinterpret_cast<const float*>(out);
+    out += Arena::aligned(param_bytes);
+  }
+  s.data.optimizer.layout = d.optimizer.layout;
+  s.data.optimizer.slices.clear();
+  for (const OptimizerSlice& sl : d.optimizer.slices) {
+    OptimizerSlice staged = sl;
+    staged.data.data = out;
+    s.data.optimizer.slices.push_back(staged);
+    jobs.push_back({out, sl.data.data, sl.data.nbytes()});
+    out += Arena::aligned(sl.data.nbytes());
   }
   parallel_copy(jobs);
   s.data.trainer_state = d.trainer_state;
 
-  error_what_ = fmt::format("save of step {}", step);
-  worker_ = std::thread([this, step] {
+  const int rank = group_.rank(), world = group_.size();
+  worker_ = std::thread([this, step, tmp, rank, world] {
     try {
       const Staging& st = *staging_;
-      pending_path_ = save_checkpoint_with(
-          root_, step, [&st](const std::string& dir) { st.write_model_dir(dir); }, st.data,
-          keep_last_);
+      try {
+        write_checkpoint_part(
+            tmp, rank, world, [&st](const std::string& dir) { st.write_model_dir(dir); }, st.data);
+      } catch (...) {
+        if (rank == 0) remove_all_quietly(tmp);
+        throw;
+      }
+      if (rank == 0)
+        pending_path_ = finish_checkpoint(root_, tmp, step, world, keep_last_, shard_wait_s_);
     } catch (...) {
       error_ = std::current_exception();
     }

@@ -11,12 +11,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "core/log.h"
+#include "core/timer.h"
+#include "dist/group.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/zaya_config.h"
@@ -147,35 +150,49 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return out;
 }
 
-void remove_all_quietly(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) log_info("warning: could not remove {}: {}", path, ec.message());
-}
-
-// Writes the optimizer shard of a single process: every tensor whole, in order.
-void write_optimizer_shard(const std::string& path,
-                           const std::vector<std::pair<std::string, Tensor>>& state) {
+// Writes one rank's optimizer shard: its slices as stored tensors ("<name>" when whole,
+// "<name>@<begin>" otherwise) with the global layout and their global offsets as metadata.
+void write_optimizer_shard(const std::string& path, const OptimizerShard& shard, int rank,
+                           int world) {
   json layout = json::array(), ranges = json::array();
+  std::map<std::string, std::pair<int64_t, int64_t>> where;  // name → (global offset, numel)
   int64_t offset = 0;
-  std::set<std::string> seen;
-  for (const auto& [name, t] : state) {
-    if (t.dtype != DType::F32)
-      fail("{}: optimizer tensor '{}' is {}, but optimizer state must be F32", path, name,
-           dtype_name(t.dtype));
-    if (!seen.insert(name).second) fail("{}: optimizer tensor name '{}' is used twice", path, name);
-    std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.ndim);
+  for (const auto& [name, shape] : shard.layout) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    if (!where.emplace(name, std::pair{offset, n}).second)
+      fail("{}: optimizer tensor name '{}' is used twice", path, name);
     layout.push_back({{"name", name}, {"offset", offset}, {"shape", shape}});
-    ranges.push_back({{"tensor", name}, {"global_offset", offset}, {"length", t.numel()}});
-    offset += t.numel();
+    offset += n;
   }
-  save_safetensors(path, state,
+  std::vector<std::pair<std::string, Tensor>> stored;
+  for (const OptimizerSlice& s : shard.slices) {
+    if (s.data.dtype != DType::F32)
+      fail("{}: optimizer tensor '{}' is {}, but optimizer state must be F32", path, s.tensor,
+           dtype_name(s.data.dtype));
+    auto it = where.find(s.tensor);
+    if (it == where.end()) fail("{}: optimizer slice of '{}' is not in the layout", path, s.tensor);
+    const auto [global, n] = it->second;
+    if (s.begin < 0 || s.begin + s.data.numel() > n)
+      fail("{}: optimizer slice [{}, {}) is outside '{}' ({} elements)", path, s.begin,
+           s.begin + s.data.numel(), s.tensor, n);
+    const bool whole = s.begin == 0 && s.data.numel() == n;
+    const std::string key = whole ? s.tensor : fmt::format("{}@{}", s.tensor, s.begin);
+    ranges.push_back(
+        {{"tensor", key}, {"global_offset", global + s.begin}, {"length", s.data.numel()}});
+    stored.emplace_back(key, s.data);
+  }
+  save_safetensors(path, stored,
                    {{"format", kOptimizerFormat},
-                    {"world_size", "1"},
-                    {"rank", "0"},
+                    {"world_size", std::to_string(world)},
+                    {"rank", std::to_string(rank)},
                     {"total_elements", std::to_string(offset)},
                     {"layout", layout.dump()},
                     {"ranges", ranges.dump()}});
+}
+
+std::string shard_file_name(int rank) {
+  return fmt::format("optimizer_rank{:05d}.safetensors", rank);
 }
 
 // Fields whose values differ between two configs, for the mismatch message.
@@ -204,7 +221,7 @@ json parse_json_or_fail(const std::string& text, const std::string& what) {
 
 // Loads the optimizer shards listed in the manifest into the destinations (see checkpoint.h).
 void load_optimizer_state(const std::string& dir, const std::vector<std::string>& shard_files,
-                          const std::vector<std::pair<std::string, Tensor>>& dest) {
+                          const OptimizerShard& dest) {
   if (shard_files.empty()) fail("{}: checkpoint has no optimizer shard", dir);
   struct Entry {
     int64_t offset;
@@ -291,7 +308,7 @@ void load_optimizer_state(const std::string& dir, const std::vector<std::string>
   if (covered != total) fail("{}: optimizer shards cover {} of {} elements", dir, covered, total);
 
   std::set<std::string> wanted;
-  for (const auto& [name, t] : dest) {
+  for (const auto& [name, shape] : dest.layout) {
     wanted.insert(name);
     auto it = layout.find(name);
     if (it == layout.end())
@@ -299,14 +316,30 @@ void load_optimizer_state(const std::string& dir, const std::vector<std::string>
           "{}: optimizer tensor '{}' is not in the checkpoint (was it written by a different "
           "optimizer configuration?)",
           dir, name);
-    std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.ndim);
-    if (t.dtype != DType::F32)
-      fail("{}: optimizer destination '{}' must be F32, is {}", dir, name, dtype_name(t.dtype));
     if (shape != it->second.shape)
       fail("{}: optimizer tensor '{}' has shape {} in the checkpoint but {} in this run", dir, name,
            json(it->second.shape).dump(), json(shape).dump());
-    const int64_t begin = it->second.offset, end = begin + t.numel();
-    float* out = static_cast<float*>(t.data);
+  }
+  for (const auto& [name, e] : layout)
+    if (!wanted.count(name))
+      fail(
+          "{}: the checkpoint holds optimizer tensor '{}' that this run does not have (was it "
+          "written by a different optimizer configuration?)",
+          dir, name);
+  for (const OptimizerSlice& s : dest.slices) {
+    auto it = layout.find(s.tensor);
+    if (it == layout.end() || !wanted.count(s.tensor))
+      fail("{}: optimizer destination '{}' is not in the layout", dir, s.tensor);
+    if (s.data.dtype != DType::F32)
+      fail("{}: optimizer destination '{}' must be F32, is {}", dir, s.tensor,
+           dtype_name(s.data.dtype));
+    int64_t numel = 1;
+    for (int64_t d : it->second.shape) numel *= d;
+    if (s.begin < 0 || s.begin + s.data.numel() > numel)
+      fail("{}: optimizer destination [{}, {}) is outside '{}' ({} elements)", dir, s.begin,
+           s.begin + s.data.numel(), s.tensor, numel);
+    const int64_t begin = it->second.offset + s.begin, end = begin + s.data.numel();
+    float* out = static_cast<float*>(s.data.data);
     for (const Range& r : ranges) {
       const int64_t lo = std::max(begin, r.global_offset);
       const int64_t hi = std::min(end, r.global_offset + r.length);
@@ -315,12 +348,6 @@ void load_optimizer_state(const std::string& dir, const std::vector<std::string>
                     size_t(hi - lo) * sizeof(float));
     }
   }
-  for (const auto& [name, e] : layout)
-    if (!wanted.count(name))
-      fail(
-          "{}: the checkpoint holds optimizer tensor '{}' that this run does not have (was it "
-          "written by a different optimizer configuration?)",
-          dir, name);
 }
 
 // Parses dir/manifest.json into (relative path → expected digest); "" or the reason it is bad.
@@ -373,32 +400,88 @@ std::string checkpoint_dir_name(int64_t step) {
   return fmt::format("step_{:08d}", step);
 }
 
-std::string save_checkpoint(const std::string& root, int64_t step, const Model& m,
-                            const CheckpointData& d, int keep_last) {
-  return save_checkpoint_with(
-      root, step, [&m](const std::string& dir) { m.save_dir(dir); }, d, keep_last);
+OptimizerShard OptimizerShard::whole(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  OptimizerShard s;
+  for (const auto& [name, t] : tensors) {
+    s.layout.emplace_back(name, std::vector<int64_t>(t.shape.begin(), t.shape.begin() + t.ndim));
+    s.slices.push_back({name, 0, t});
+  }
+  return s;
 }
 
-std::string save_checkpoint_with(const std::string& root, int64_t step,
-                                 const std::function<void(const std::string&)>& write_model_dir,
-                                 const CheckpointData& d, int keep_last) {
-  ZAYA_CHECK_INPUT(step >= 0, "checkpoint step must be non-negative, got {}", step);
-  ZAYA_CHECK_INPUT(keep_last >= 0, "checkpoint keep_last must be non-negative, got {}", keep_last);
+void remove_all_quietly(const std::string& path) {
   std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) fail("cannot create checkpoint directory '{}': {}", root, ec.message());
+  fs::remove_all(path, ec);
+  if (ec) log_info("warning: could not remove {}: {}", path, ec.message());
+}
 
+namespace {
+
+// Every rank learns whether any rank failed; then all throw (a failed rank its own error).
+void agree(dist::Group& g, const std::exception_ptr& error, int64_t step) {
+  double failed = error ? 1.0 : 0.0;
+  g.all_reduce(Tensor(&failed, {1}), dist::ReduceOp::Max);
+  if (error) std::rethrow_exception(error);
+  if (failed != 0) fail("checkpoint of step {} failed on another rank (see its error)", step);
+}
+
+}  // namespace
+
+std::string begin_checkpoint(dist::Group& g, const std::string& root, int64_t step) {
+  std::exception_ptr error;
+  double pid = double(::getpid());
+  const std::string name = checkpoint_dir_name(step);
+  if (g.rank() == 0) {
+    try {
+      ZAYA_CHECK_INPUT(step >= 0, "checkpoint step must be non-negative, got {}", step);
+      std::error_code ec;
+      fs::create_directories(root, ec);
+      if (ec) fail("cannot create checkpoint directory '{}': {}", root, ec.message());
+      const std::string tmp = fmt::format("{}/.tmp_{}_{}", root, name, ::getpid());
+      remove_all_quietly(tmp);  // a leftover of an earlier failed attempt by this process
+      fs::create_directories(tmp + "/model", ec);
+      if (!ec) fs::create_directories(tmp + "/optimizer", ec);
+      if (ec) fail("cannot create '{}': {}", tmp, ec.message());
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  agree(g, error, step);
+  g.broadcast(Tensor(&pid, {1}), 0);
+  return fmt::format("{}/.tmp_{}_{}", root, name, int64_t(pid));
+}
+
+void write_checkpoint_part(const std::string& tmp, int rank, int world,
+                           const std::function<void(const std::string&)>& write_model_dir,
+                           const CheckpointData& d) {
+  const std::string shard = tmp + "/optimizer/" + shard_file_name(rank);
+  write_optimizer_shard(shard + ".partial", d.optimizer, rank, world);
+  fsync_path(shard + ".partial", /*directory=*/false);
+  if (std::rename((shard + ".partial").c_str(), shard.c_str()) != 0)
+    fail("cannot rename {}.partial: {}", shard, errno_str());
+  if (rank != 0) return;
+  write_model_dir(tmp + "/model");
+  write_file_synced(tmp + "/trainer_state.json", d.trainer_state.dump(2) + "\n");
+}
+
+std::string finish_checkpoint(const std::string& root, const std::string& tmp, int64_t step,
+                              int world, int keep_last, double wait_s) {
+  ZAYA_CHECK_INPUT(keep_last >= 0, "checkpoint keep_last must be non-negative, got {}", keep_last);
   const std::string name = checkpoint_dir_name(step);
   const std::string final_dir = root + "/" + name;
-  const std::string tmp = fmt::format("{}/.tmp_{}_{}", root, name, ::getpid());
-  remove_all_quietly(tmp);  // a leftover of an earlier failed attempt by this process
+  std::error_code ec;
   try {
-    fs::create_directories(tmp + "/model", ec);
-    if (!ec) fs::create_directories(tmp + "/optimizer", ec);
-    if (ec) fail("cannot create '{}': {}", tmp, ec.message());
-    write_model_dir(tmp + "/model");
-    write_optimizer_shard(tmp + "/optimizer/optimizer_rank00000.safetensors", d.optimizer_state);
-    write_file_synced(tmp + "/trainer_state.json", d.trainer_state.dump(2) + "\n");
+    // The other ranks' shards appear (renamed into place) when they are complete.
+    Timer waited;
+    for (int r = 0; r < world; ++r) {
+      const std::string shard = tmp + "/optimizer/" + shard_file_name(r);
+      while (!fs::exists(shard, ec)) {
+        if (waited.seconds() > wait_s)
+          fail("{}: rank {} did not write its optimizer shard within {:.0f} s", tmp, r, wait_s);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    fsync_path(tmp + "/optimizer", true);
 
     // Manifest last: it is what makes the checkpoint complete.
     json files = json::array();
@@ -409,6 +492,7 @@ std::string save_checkpoint_with(const std::string& root, int64_t step,
     json manifest = {{"format", kManifestFormat},
                      {"version", kManifestVersion},
                      {"step", step},
+                     {"world_size", world},
                      {"files", files}};
     write_file_synced(tmp + "/" + kManifest, manifest.dump(2) + "\n");
     fsync_path(tmp + "/model", true);
@@ -447,6 +531,40 @@ std::string save_checkpoint_with(const std::string& root, int64_t step,
   return final_dir;
 }
 
+std::string save_checkpoint(const std::string& root, int64_t step, const Model& m,
+                            const CheckpointData& d, int keep_last) {
+  return save_checkpoint(*dist::make_group("single"), root, step, m, d, keep_last);
+}
+
+std::string save_checkpoint(dist::Group& g, const std::string& root, int64_t step, const Model& m,
+                            const CheckpointData& d, int keep_last) {
+  ZAYA_CHECK_INPUT(keep_last >= 0, "checkpoint keep_last must be non-negative, got {}", keep_last);
+  const std::string tmp = begin_checkpoint(g, root, step);
+  std::exception_ptr error;
+  try {
+    write_checkpoint_part(
+        tmp, g.rank(), g.size(), [&m](const std::string& dir) { m.save_dir(dir); }, d);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  try {
+    agree(g, error, step);
+  } catch (...) {
+    if (g.rank() == 0) remove_all_quietly(tmp);
+    throw;
+  }
+  std::string path;
+  if (g.rank() == 0) {
+    try {
+      path = finish_checkpoint(root, tmp, step, g.size(), keep_last, /*wait_s=*/0);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  agree(g, error, step);
+  return root + "/" + checkpoint_dir_name(step);
+}
+
 std::string verify_checkpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fmt::format("{}: not a directory", dir);
@@ -482,6 +600,11 @@ std::string find_latest_valid_checkpoint(const std::string& root) {
 
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
                      const std::vector<std::pair<std::string, Tensor>>& optimizer_dest) {
+  load_checkpoint(dir, m, trainer_state, OptimizerShard::whole(optimizer_dest));
+}
+
+void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
+                     const OptimizerShard& optimizer_dest) {
   if (std::string why = verify_checkpoint(dir); !why.empty())
     fail("checkpoint {} is torn or corrupted: {}; resume from an earlier checkpoint", dir, why);
   std::vector<std::pair<std::string, FileDigest>> files;

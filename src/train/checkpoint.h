@@ -7,14 +7,22 @@
 // renamed into place, so a step_* directory is either complete or detectably torn; the manifest is
 // written last and a checkpoint without one (or whose files disagree with it) is skipped.
 //
-// Optimizer state is a global flat F32 vector: the named tensors of CheckpointData, concatenated
+// Optimizer state is a global flat F32 vector: the tensors of OptimizerShard::layout, concatenated
 // in order. Each shard stores F32 ranges of that vector and its metadata records the global layout
 // (name, offset, shape of every tensor), its ranges (stored tensor, global offset, length), its
-// rank and the world size, so state written by N ranks can be reassembled by any number of ranks.
-// Today one process writes one shard holding every tensor whole.
+// rank and the world size, so state written by N ranks can be reassembled by any number of ranks:
+// a loading rank copies the overlap of every stored range with each slice it asks for.
+//
+// N ranks (ZeRO-1): save is collective. Rank 0 creates the temporary directory (named after its
+// pid; the name is broadcast), every rank writes optimizer/optimizer_rankRRRRR.safetensors with its
+// own slices in parallel (as a .partial file, fsynced, then renamed), rank 0 writes the model
+// directory and trainer_state.json once, and — after every shard is in place — the manifest with a
+// checksum for every file, then renames the directory. The ranges of all shards must tile the
+// global vector exactly (replicated state is written by rank 0 only).
 #pragma once
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,10 +35,30 @@
 namespace zaya {
 
 class Model;
+namespace dist {
+class Group;
+}
+
+// Elements [begin, begin + data.numel()) of the flattened global optimizer tensor `tensor`; data is
+// an F32 view (a whole tensor may keep its shape).
+struct OptimizerSlice {
+  std::string tensor;
+  int64_t begin = 0;
+  Tensor data;
+};
+
+// A rank's part of the optimizer state: the global layout (every tensor's name and shape, in
+// order; the same on every rank) and the slices this rank holds.
+struct OptimizerShard {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> layout;
+  std::vector<OptimizerSlice> slices;
+  // One process holding every tensor whole: the layout is their names and shapes.
+  static OptimizerShard whole(const std::vector<std::pair<std::string, Tensor>>& tensors);
+};
 
 struct CheckpointData {
   nlohmann::json trainer_state;  // step, data position, rng, config, metrics: opaque here
-  std::vector<std::pair<std::string, Tensor>> optimizer_state;  // named F32 tensors, in order
+  OptimizerShard optimizer;      // this rank's optimizer state
 };
 
 // "step_00000042" (8 digits; more when the step needs them).
@@ -42,6 +70,11 @@ std::string checkpoint_dir_name(int64_t step);
 // final path. Throws zaya::Error naming the path on any I/O failure (the temporary is removed).
 std::string save_checkpoint(const std::string& root, int64_t step, const Model& m,
                             const CheckpointData& d, int keep_last);
+// The same, collective over `group` (see the top of this file): every rank passes its own
+// optimizer shard; the path is returned on every rank once the checkpoint is complete, and a
+// failure on any rank throws on every rank.
+std::string save_checkpoint(dist::Group& group, const std::string& root, int64_t step,
+                            const Model& m, const CheckpointData& d, int keep_last);
 
 // "" if the checkpoint directory verifies (manifest present and parseable, every listed file
 // present with the recorded size and XXH3-64), else the reason, naming the bad file.
@@ -53,9 +86,12 @@ std::string find_latest_valid_checkpoint(const std::string& root);
 
 // Verifies `dir` (zaya::Error naming the bad file otherwise), loads the weights into m (the
 // checkpoint's config must equal m's: a mismatch names the differing fields), parses
-// trainer_state.json and copies the optimizer state bit for bit into the caller's tensors, matched
-// by name. Every destination must exist in the checkpoint with the same shape, and every tensor of
-// the checkpoint must have a destination.
+// trainer_state.json and copies the optimizer state bit for bit into the destination's slices,
+// whatever number of ranks wrote it. The destination's layout must be the checkpoint's: every
+// tensor present with the same shape, and no tensor of the checkpoint missing.
+void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
+                     const OptimizerShard& optimizer_dest);
+// One process: every tensor whole (OptimizerShard::whole).
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
                      const std::vector<std::pair<std::string, Tensor>>& optimizer_dest);
 
@@ -65,9 +101,16 @@ void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_s
 // the checkpoint on a background thread, byte-identical to save_checkpoint. A save first waits for
 // the previous one. wait() joins and rethrows a background failure as zaya::Error (save() does
 // too, for the previous save).
+// With a group, save() is collective (the temporary directory is agreed on the caller's thread);
+// each rank's thread writes its shard, and rank 0's thread (which alone snapshots the parameters)
+// waits for every shard file before writing the manifest. A rank whose background write fails
+// reports it from its next wait()/save(); rank 0 gives up waiting for a missing shard after
+// shard_wait_s seconds.
 class AsyncCheckpointWriter {
  public:
   explicit AsyncCheckpointWriter(std::string root, int keep_last);
+  AsyncCheckpointWriter(dist::Group& group, std::string root, int keep_last,
+                        double shard_wait_s = 600);
   AsyncCheckpointWriter(const AsyncCheckpointWriter&) = delete;
   AsyncCheckpointWriter& operator=(const AsyncCheckpointWriter&) = delete;
   ~AsyncCheckpointWriter();  // waits; a background failure is logged, not thrown
@@ -86,8 +129,11 @@ class AsyncCheckpointWriter {
   struct Staging;  // the snapshot: config, layout, params and optimizer tensors (async_writer.cpp)
 
  private:
+  std::unique_ptr<dist::Group> own_group_;  // the single group of the one-process constructor
+  dist::Group& group_;
   std::string root_;
   int keep_last_;
+  double shard_wait_s_;
   std::thread worker_;
   std::exception_ptr error_;
   std::string error_what_;  // "save of step N" or "staging allocation"

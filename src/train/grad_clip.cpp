@@ -13,6 +13,8 @@ namespace {
 // which blocks they sum.
 constexpr int64_t kNormBlock = 1 << 16;
 
+}  // namespace
+
 double sum_squares(const float* g, int64_t n) {
   const int64_t blocks = (n + kNormBlock - 1) / kNormBlock;
   std::vector<double> part(size_t(blocks), 0.0);
@@ -27,8 +29,6 @@ double sum_squares(const float* g, int64_t n) {
   for (double p : part) s += p;
   return s;
 }
-
-}  // namespace
 
 double global_grad_norm(const Model& m) {
   ZAYA_ASSERT(m.has_grads(), "global_grad_norm: the model has no gradients");

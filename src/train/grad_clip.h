@@ -6,6 +6,9 @@
 
 namespace zaya {
 
+// Σ g[i]² in double over n elements, in fixed blocks (bits independent of the thread count).
+double sum_squares(const float* g, int64_t n);
+
 // ‖g‖₂ over all trainable gradients of m (NaN/Inf when any gradient is non-finite).
 double global_grad_norm(const Model& m);
 

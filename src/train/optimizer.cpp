@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string_view>
+
+#include "dist/group.h"
 
 #include "train/adamw.h"
 #include "train/balance.h"
@@ -25,48 +28,58 @@ int64_t layer_of(const std::string& name) {
 
 }  // namespace
 
-Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg) : cfg_(cfg), layout_(m.layout()) {
+Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg)
+    : Optimizer(m, cfg, *dist::make_group("single").release()) {
+  own_group_.reset(&group_);
+}
+
+Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg, dist::Group& group)
+    : cfg_(cfg),
+      group_(group),
+      layout_(m.layout()),
+      plan_(make_zero_plan(layout_, cfg.use_muon, group.size())) {
   const ZayaConfig& c = m.config();
   size_t used = 0, largest = 0;
+  for (const ZeroSegment& z : plan_.owned_by(group_.rank())) {
+    const ParamSpec& s = layout_.specs[z.spec];
+    Piece p{z.spec, Rule::AdamW, false, z.begin, z.length, z.shard_offset, used, 0};
+    used += size_t(z.length);
+    if (z.muon) {
+      ZAYA_ASSERT(s.shape.size() == 2 && z.begin == 0 && z.length == s.numel(),
+                  "optimizer: Muon needs all of the 2-D {}", s.name);
+      p.rule = Rule::Muon;
+      largest = std::max(largest, size_t(z.length));
+    } else {
+      p.s1 = used;
+      used += size_t(z.length);
+    }
+    // Weight decay only on matrices: Muon's, the embedding, and Matrix/Expert under AdamW.
+    p.decay = s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert ||
+              s.kind == ParamKind::Embedding;
+    pieces_.push_back(p);
+  }
   for (size_t i = 0; i < layout_.specs.size(); ++i) {
     const ParamSpec& s = layout_.specs[i];
-    const size_t n = size_t(s.numel());
-    Entry e{i, Rule::AdamW, false, 0, 0, 0};
-    switch (s.kind) {
-      case ParamKind::Matrix:
-      case ParamKind::Expert:
-        ZAYA_ASSERT(s.shape.size() == 2, "optimizer: {} is not 2-D", s.name);
-        e.rule = cfg_.use_muon ? Rule::Muon : Rule::AdamW;
-        e.decay = true;
-        break;
-      case ParamKind::Embedding:
-        e.decay = true;
-        break;
-      case ParamKind::Vector:
-      case ParamKind::Conv:
-        break;
-      case ParamKind::Buffer: {
-        const int64_t layer = layer_of(s.name);
-        e.rule = Rule::Balance;
-        e.n_real = c.num_experts(layer);
-        break;
-      }
-    }
-    const size_t state_n = e.rule == Rule::Balance ? size_t(e.n_real) : n;
-    e.s0 = used;
-    used += state_n;
-    if (e.rule != Rule::Muon) {
-      e.s1 = used;
-      used += state_n;
-    } else {
-      largest = std::max(largest, n);
-    }
-    entries_.push_back(e);
+    if (s.kind != ParamKind::Buffer) continue;
+    const int64_t n = c.num_experts(layer_of(s.name));
+    pieces_.push_back({i, Rule::Balance, false, 0, n, 0, used, used + size_t(n)});
+    used += 2 * size_t(n);
   }
   balance_steps_offset_ = used;
   used += 2;
   state_ = Buffer(used * sizeof(float));  // zero-initialised
   scratch_.resize(largest);
+  bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float));  // padding stays zero
+  shard_ = Buffer(size_t(plan_.chunk) * sizeof(float));
+}
+
+Optimizer::~Optimizer() = default;
+
+size_t Optimizer::total_state_bytes() const {
+  int64_t floats = 0;
+  for (int64_t f : plan_.state_floats) floats += f;
+  const size_t owned_here = size_t(plan_.state_floats[size_t(group_.rank())]) * sizeof(float);
+  return size_t(floats) * sizeof(float) + (state_bytes() - owned_here);
 }
 
 int64_t Optimizer::balance_steps() const {
@@ -80,10 +93,38 @@ void Optimizer::set_balance_steps(int64_t n) {
   s[1] = float(n % kTwo24);
 }
 
-double Optimizer::step(Model& m, double lr) {
+double Optimizer::reduce_gradients(const Model& m) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
-  const double norm = clip_grad_norm(m, cfg_.grad_clip);
-  if (!std::isfinite(norm)) return norm;
+  ZAYA_ASSERT(m.has_grads(), "optimizer: the model has no gradients");
+  // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
+  const int64_t n_seg = int64_t(plan_.segments.size());
+  float* b = bucket();
+  const float* g = m.grads();
+#pragma omp parallel for schedule(dynamic, 4) if (n_seg > 1)
+  for (int64_t i = 0; i < n_seg; ++i) {
+    const ZeroSegment& z = plan_.segments[size_t(i)];
+    std::memcpy(b + z.rank * plan_.chunk + z.shard_offset,
+                g + layout_.specs[z.spec].offset + z.begin, size_t(z.length) * sizeof(float));
+  }
+  group_.reduce_scatter(Tensor(b, {plan_.bucket_elements()}), Tensor(shard(), {plan_.chunk}));
+  double sum = sum_squares(shard(), plan_.elements[size_t(group_.rank())]);
+  group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
+  norm_ = std::sqrt(sum);
+  return norm_;
+}
+
+void Optimizer::update(Model& m, double lr) {
+  ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
+  ZAYA_ASSERT(std::isfinite(norm_),
+              "optimizer: update() needs a finite norm from reduce_gradients");
+  const int64_t owned = plan_.elements[size_t(group_.rank())];
+  if (cfg_.grad_clip > 0 && norm_ > cfg_.grad_clip) {
+    const float f = float(cfg_.grad_clip / norm_);
+    float* g = shard();
+#pragma omp parallel for schedule(static) if (owned > (1 << 16))
+    for (int64_t i = 0; i < owned; ++i) g[i] *= f;
+  }
+  norm_ = NAN;  // one update per reduction
   ++steps_;
   AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
   MuonParams mp{lr,
@@ -93,17 +134,36 @@ double Optimizer::step(Model& m, double lr) {
                 cfg_.muon_nesterov,
                 cfg_.muon_symmetric,
                 cfg_.muon_ns_steps};
-  for (const Entry& e : entries_) {
-    const ParamSpec& s = layout_.specs[e.spec];
-    float* w = m.params() + s.offset;
-    const float* g = m.grads() + s.offset;
-    if (e.rule == Rule::Muon) {
-      muon_update(w, g, state() + e.s0, scratch_.data(), s.shape[0], s.shape[1], mp);
-    } else if (e.rule == Rule::AdamW) {
-      ap.weight_decay = e.decay ? cfg_.weight_decay : 0.0;
-      adamw_update(w, g, state() + e.s0, state() + e.s1, s.numel(), ap);
+  float* send = bucket() + group_.rank() * plan_.chunk;  // this rank's chunk of the bucket
+  for (const Piece& p : pieces_) {
+    if (p.rule == Rule::Balance) continue;
+    const ParamSpec& s = layout_.specs[p.spec];
+    float* w = m.params() + s.offset + p.begin;
+    const float* g = shard() + p.shard;
+    if (p.rule == Rule::Muon) {
+      muon_update(w, g, state() + p.s0, scratch_.data(), s.shape[0], s.shape[1], mp);
+    } else {
+      ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
+      adamw_update(w, g, state() + p.s0, state() + p.s1, p.n, ap);
     }
+    std::memcpy(send + p.shard, w, size_t(p.n) * sizeof(float));
   }
+  group_.all_gather(Tensor(send, {plan_.chunk}), Tensor(bucket(), {plan_.bucket_elements()}));
+  const int64_t n_seg = int64_t(plan_.segments.size());
+  const float* b = bucket();
+  float* w = m.params();
+#pragma omp parallel for schedule(dynamic, 4) if (n_seg > 1)
+  for (int64_t i = 0; i < n_seg; ++i) {
+    const ZeroSegment& z = plan_.segments[size_t(i)];
+    if (z.rank == group_.rank()) continue;  // updated in place above
+    std::memcpy(w + layout_.specs[z.spec].offset + z.begin,
+                b + z.rank * plan_.chunk + z.shard_offset, size_t(z.length) * sizeof(float));
+  }
+}
+
+double Optimizer::step(Model& m, double lr) {
+  const double norm = reduce_gradients(m);
+  if (std::isfinite(norm)) update(m, lr);
   return norm;
 }
 
@@ -114,40 +174,85 @@ void Optimizer::update_balancing_biases(Model& m,
   const BalanceParams bp{
       cfg_.balance_lr, cfg_.balance_beta1, cfg_.balance_beta2, cfg_.balance_eps, 0.0, t};
   bool any = false;
-  for (const Entry& e : entries_) {
-    if (e.rule != Rule::Balance) continue;
-    const ParamSpec& s = layout_.specs[e.spec];
+  for (const Piece& p : pieces_) {
+    if (p.rule != Rule::Balance) continue;
+    const ParamSpec& s = layout_.specs[p.spec];
     auto it = counts.find(layer_of(s.name));
     if (it == counts.end()) continue;
     ZAYA_ASSERT(int64_t(it->second.size()) == s.numel(), "{}: {} counts for {} classes", s.name,
                 it->second.size(), s.numel());
-    balance_update(m.params() + s.offset, state() + e.s0, state() + e.s1, it->second, e.n_real, bp);
+    balance_update(m.params() + s.offset, state() + p.s0, state() + p.s1, it->second, p.n, bp);
     any = true;
   }
   if (any) set_balance_steps(t);
 }
 
-std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() {
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const Entry& e : entries_) {
-    const ParamSpec& s = layout_.specs[e.spec];
-    Tensor t(state() + e.s0, {s.numel()});
-    if (e.rule == Rule::Balance) {
-      t = Tensor(state() + e.s0, {e.n_real});
+OptimizerShard Optimizer::state_shard(bool with_replicated) {
+  OptimizerShard out;
+  auto shape_of = [&](const Piece& p) {
+    const ParamSpec& s = layout_.specs[p.spec];
+    return p.rule == Rule::Balance ? std::vector<int64_t>{p.n} : s.shape;
+  };
+  // The global layout, in layout order (the same at any number of ranks).
+  for (size_t i = 0; i < layout_.specs.size(); ++i) {
+    const ParamSpec& s = layout_.specs[i];
+    if (!s.trainable()) {
+      auto p = std::find_if(pieces_.begin(), pieces_.end(),
+                            [&](const Piece& q) { return q.rule == Rule::Balance && q.spec == i; });
+      ZAYA_ASSERT(p != pieces_.end(), "optimizer: no balancing state for {}", s.name);
+      out.layout.emplace_back(s.name + ".adam_m", std::vector<int64_t>{p->n});  // real experts
+      out.layout.emplace_back(s.name + ".adam_v", std::vector<int64_t>{p->n});
+    } else if (is_muon_param(s, cfg_.use_muon)) {
+      out.layout.emplace_back(s.name + ".muon_momentum", s.shape);
     } else {
-      t.ndim = int(s.shape.size());
-      for (int i = 0; i < t.ndim; ++i) t.shape[size_t(i)] = s.shape[size_t(i)];
-    }
-    if (e.rule == Rule::Muon) {
-      out.emplace_back(s.name + ".muon_momentum", t);
-    } else {
-      out.emplace_back(s.name + ".adam_m", t);
-      Tensor v = t;
-      v.data = state() + e.s1;
-      out.emplace_back(s.name + ".adam_v", v);
+      out.layout.emplace_back(s.name + ".adam_m", s.shape);
+      out.layout.emplace_back(s.name + ".adam_v", s.shape);
     }
   }
-  out.emplace_back("balance.steps", Tensor(state() + balance_steps_offset_, {2}));
+  out.layout.emplace_back("balance.steps", std::vector<int64_t>{2});
+  // This rank's slices, sorted into layout order.
+  std::vector<const Piece*> order;
+  for (const Piece& p : pieces_)
+    if (p.rule != Rule::Balance || with_replicated) order.push_back(&p);
+  std::stable_sort(order.begin(), order.end(), [](const Piece* a, const Piece* b) {
+    return a->spec != b->spec ? a->spec < b->spec : a->begin < b->begin;
+  });
+  for (const Piece* p : order) {
+    const std::string& name = layout_.specs[p->spec].name;
+    const std::vector<int64_t> shape = shape_of(*p);
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    auto view = [&](size_t off) {
+      Tensor t(state() + off, {p->n});
+      if (p->n == numel) {  // whole: keep the tensor's shape
+        t.ndim = int(shape.size());
+        for (int i = 0; i < t.ndim; ++i) t.shape[size_t(i)] = shape[size_t(i)];
+      }
+      return t;
+    };
+    if (p->rule == Rule::Muon) {
+      out.slices.push_back({name + ".muon_momentum", p->begin, view(p->s0)});
+    } else {
+      out.slices.push_back({name + ".adam_m", p->begin, view(p->s0)});
+      out.slices.push_back({name + ".adam_v", p->begin, view(p->s1)});
+    }
+  }
+  if (with_replicated)
+    out.slices.push_back({"balance.steps", 0, Tensor(state() + balance_steps_offset_, {2})});
+  return out;
+}
+
+OptimizerShard Optimizer::state_to_save() {
+  return state_shard(/*with_replicated=*/group_.rank() == 0);
+}
+
+OptimizerShard Optimizer::state_to_load() {
+  return state_shard(/*with_replicated=*/true);
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const OptimizerSlice& s : state_to_load().slices) out.emplace_back(s.tensor, s.data);
   return out;
 }
 

@@ -9,13 +9,24 @@
 //                    entries of each balancing_biases (the skip entry stays as stored, C3).
 // With use_muon = false every trainable parameter uses AdamW (Matrix/Expert decayed).
 //
-// Non-finite steps: step() returns the pre-clip global gradient norm. When it is NaN/Inf the
-// weights, the optimizer state and the step count are left untouched, so the caller detects a
-// skipped step with !std::isfinite(returned norm), counts it and skips update_balancing_biases
-// for that step too. A non-finite loss is the caller's to check before calling step().
+// ZeRO-1 (train/zero_plan.h): the optimizer belongs to a dist::Group. Each rank holds the state of
+// the parameters it owns only (whole Muon matrices, a slice of the AdamW tensors) plus a copy of
+// the tiny balancing-bias state. A step is: reduce_gradients (the gradients of all ranks summed
+// into each owner's shard by one reduce-scatter of the padded flat bucket, the global norm from an
+// all-reduce of the shards' sums of squares) → update (clip, Muon/AdamW on the owned shard, one
+// all-gather so every rank holds all parameters). With the single group (size 1) this is the one
+// process step: the same code, the collectives are copies.
+//
+// Non-finite steps: step() returns the pre-clip global gradient norm (the same on every rank).
+// When it is NaN/Inf the weights, the optimizer state and the step count are left untouched, so
+// the caller detects a skipped step with !std::isfinite(returned norm), counts it and skips
+// update_balancing_biases for that step too. A non-finite loss is the caller's to check (and to
+// agree on across ranks) before calling update().
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +35,12 @@
 #include "io/zaya_config.h"
 #include "model/activations.h"
 #include "model/model.h"
+#include "train/checkpoint.h"
+#include "train/zero_plan.h"
+
+namespace zaya::dist {
+class Group;
+}
 
 namespace zaya {
 
@@ -43,46 +60,79 @@ struct OptimizerConfig {
 
 class Optimizer {
  public:
+  // Collective: every rank of `group` builds one for the same model layout and config. The group
+  // must outlive the optimizer.
+  Optimizer(const Model& m, const OptimizerConfig& cfg, dist::Group& group);
+  // One process: a single group of its own.
   Optimizer(const Model& m, const OptimizerConfig& cfg);
+  ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
 
-  // Clips (returns the pre-clip global grad norm), applies Muon/AdamW with learning rate lr to
-  // m.params() from m.grads(); increments the step count. Skips everything on a non-finite norm.
+  // Collective. Sums m.grads() over the ranks into this rank's shard and returns the global
+  // pre-clip gradient norm (NaN/Inf when any gradient on any rank is non-finite).
+  double reduce_gradients(const Model& m);
+  // Collective. After reduce_gradients returned a finite norm: clips by it, updates this rank's
+  // parameters with learning rate lr and all-gathers them into m.params() on every rank;
+  // increments the step count.
+  void update(Model& m, double lr);
+  // reduce_gradients, then update unless the norm is non-finite; returns the norm.
   double step(Model& m, double lr);
 
   // Balancing-bias update from per-layer class counts over the global batch (counts[layer index]
-  // = the K class counts of that MoE sub-layer; only MoE layers present) — spec §10. Has its own
-  // step count for the bias corrections (one per call that updates something).
+  // = the K class counts of that MoE sub-layer, summed over micro-batches and ranks; only MoE
+  // layers present) — spec §10. Local: every rank applies the same update to its copy. Has its
+  // own step count for the bias corrections (one per call that updates something).
   void update_balancing_biases(Model& m, const std::map<int64_t, std::vector<int64_t>>& counts);
 
-  // All optimizer state as named F32 views into the optimizer's memory (for checkpoints: save
-  // them, and restore by copying into the same views). Names: "<param>.muon_momentum",
-  // "<param>.adam_m", "<param>.adam_v" ("<…>.balancing_biases.adam_m/v" for the bias AdamW) and
-  // "balance.steps" [2] = the bias-update count as (count / 2^24, count mod 2^24), exact in F32.
+  // The global optimizer state (independent of the number of ranks) is, in layout order,
+  // "<param>.muon_momentum" or "<param>.adam_m" + "<param>.adam_v" per trainable parameter,
+  // "<buffer>.adam_m/v" [real experts] for the bias AdamW, and "balance.steps" [2] = the
+  // bias-update count as (count / 2^24, count mod 2^24), exact in F32.
+  // What this rank writes to a checkpoint: its owned slices (and, on rank 0 only, the replicated
+  // balancing state), as views into the optimizer's memory.
+  OptimizerShard state_to_save();
+  // What this rank restores from a checkpoint: its owned slices and the balancing state.
+  OptimizerShard state_to_load();
+  // state_to_load() as named views, in layout order (at one rank: every tensor whole, shaped).
   std::vector<std::pair<std::string, Tensor>> state_tensors();
+
   int64_t steps() const { return steps_; }
   void set_steps(int64_t s) { steps_ = s; }
-  size_t state_bytes() const { return state_.size(); }
+  size_t state_bytes() const { return state_.size(); }  // this rank's
+  size_t total_state_bytes() const;                     // one process's (replicated state once)
   const OptimizerConfig& config() const { return cfg_; }
+  const ZeroPlan& plan() const { return plan_; }
 
  private:
   enum class Rule { Muon, AdamW, Balance };
-  struct Entry {
+  struct Piece {  // one owned segment of the plan, or one balancing-bias buffer
     size_t spec;  // index into the model's layout
     Rule rule;
-    bool decay;      // weight decay applies
-    size_t s0, s1;   // state offsets (elements): momentum / m, and v
-    int64_t n_real;  // Balance: real experts
+    bool decay;        // weight decay applies
+    int64_t begin, n;  // elements [begin, begin + n) of the tensor (Balance: the real experts)
+    int64_t shard;     // offset in the shard (Muon/AdamW)
+    size_t s0, s1;     // state offsets (elements): momentum / m, and v
   };
   OptimizerConfig cfg_;
+  std::unique_ptr<dist::Group> own_group_;  // the single group of the one-process constructor
+  dist::Group& group_;
   ParamLayout layout_;  // copy: names, shapes and offsets of the model's arenas
-  std::vector<Entry> entries_;
-  Buffer state_;                // F32 optimizer state, one allocation
-  std::vector<float> scratch_;  // Muon's u / O, sized for the largest matrix
+  ZeroPlan plan_;
+  std::vector<Piece> pieces_;   // owned pieces in shard order, then the Balance buffers
+  Buffer state_;                // F32 optimizer state of this rank, one allocation
+  Buffer bucket_;               // F32 [world·chunk]: gradients out, parameters back
+  Buffer shard_;                // F32 [chunk]: this rank's summed gradients
+  std::vector<float> scratch_;  // Muon's u / O, sized for the largest owned matrix
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
+  double norm_ = NAN;  // of the last reduce_gradients
   float* state() const { return static_cast<float*>(state_.data()); }
+  float* bucket() const { return static_cast<float*>(bucket_.data()); }
+  float* shard() const { return static_cast<float*>(shard_.data()); }
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);
+  OptimizerShard state_shard(bool with_replicated);
 };
 
 // ‖g‖₂ over all trainable gradients (grad_clip.h).

@@ -16,6 +16,7 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/group.h"
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
@@ -144,16 +145,29 @@ std::string sample_text(const Model& m, const Tokenizer& tok, const std::string&
 }  // namespace
 
 TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
-  if (opt.quiet) set_log_level(LogLevel::Quiet);
+  std::unique_ptr<dist::Group> own_group;
+  if (!opt.group) own_group = dist::make_group("single");
+  dist::Group& group = opt.group ? *opt.group : *own_group;
+  const int rank = group.rank(), world = group.size();
+  if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
   Timer wall;
   TrainSummary summary;
 
-  // ---- model: resume > init_from > random init
+  // ---- model: resume > init_from > random init. Rank 0 picks the checkpoint (verifying it);
+  // every rank resumes from the same one.
   std::string resume_dir;
-  if (!cfg.checkpoint_dir.empty() && cfg.resume == "auto")
-    resume_dir = find_latest_valid_checkpoint(cfg.checkpoint_dir);
-  else if (cfg.resume != "auto" && cfg.resume != "none")
+  if (!cfg.checkpoint_dir.empty() && cfg.resume == "auto") {
+    double step = -1;
+    if (rank == 0) {
+      const std::string latest = find_latest_valid_checkpoint(cfg.checkpoint_dir);
+      if (!latest.empty())
+        step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
+    }
+    group.broadcast(Tensor(&step, {1}), 0);
+    if (step >= 0) resume_dir = cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
+  } else if (cfg.resume != "auto" && cfg.resume != "none") {
     resume_dir = cfg.resume;
+  }
   std::unique_ptr<Model> model;
   if (!resume_dir.empty())
     model = std::make_unique<Model>(
@@ -162,19 +176,20 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
     model = std::make_unique<Model>(Model::load_dir(cfg.init_from));
   else {
     model = std::make_unique<Model>(load_config(cfg.model_config));
-    model->init_random(uint64_t(cfg.seed), cfg.init_std);
+    model->init_random(uint64_t(cfg.seed), cfg.init_std);  // the same bits on every rank
   }
   Model& m = *model;
   const ZayaConfig& c = m.config();
   m.zero_grads();
-  Optimizer optim(m, make_optimizer_config(cfg));
+  Optimizer optim(m, make_optimizer_config(cfg), group);
   const Schedule schedule = make_schedule(cfg);
 
   const int64_t T = cfg.seq_len + 1, B = cfg.micro_batch;
-  TokenLoader train_data(cfg.dataset, "train", T, uint64_t(cfg.seed), 0, 1);
+  const int64_t global_rows = B * cfg.grad_accum * world;  // rows per optimizer step
+  TokenLoader train_data(cfg.dataset, "train", T, uint64_t(cfg.seed), rank, world);
   std::optional<TokenLoader> val_data;
   try {
-    val_data.emplace(cfg.dataset, "val", T, uint64_t(cfg.seed), 0, 1);
+    val_data.emplace(cfg.dataset, "val", T, uint64_t(cfg.seed), rank, world);
   } catch (const Error& e) {
     log_info("train: no validation data ({}); validation loss disabled", e.what());
   }
@@ -182,12 +197,21 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   int64_t start_step = 0;
   nlohmann::json state;
   if (!resume_dir.empty()) {
-    load_checkpoint(resume_dir, m, state, optim.state_tensors());
+    load_checkpoint(resume_dir, m, state, optim.state_to_load());
     start_step = state.at("step").get<int64_t>();
     optim.set_steps(state.at("optimizer_steps").get<int64_t>());
-    train_data.restore(state.at("data").get<LoaderState>());
+    train_data.restore(state.at("data").get<LoaderState>());  // global rows: any rank count
     summary.skipped = state.value("skipped", int64_t(0));
     log_info("train: resumed from {} at step {}", resume_dir, start_step);
+    const int64_t saved_world = state.value("world_size", int64_t(1));
+    if (saved_world != world)
+      log_info("train: optimizer state resharded from {} to {} ranks", saved_world, world);
+    const int64_t saved_rows = state.value("global_batch_rows", global_rows);
+    if (saved_rows != global_rows)
+      log_info(
+          "warning: the checkpoint was trained with {} rows per step, this run uses {} "
+          "(micro_batch × grad_accum × ranks); the run continues from the same data position",
+          saved_rows, global_rows);
   }
 
   std::unique_ptr<Tokenizer> tokenizer;
@@ -203,12 +227,19 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   const double sgemm_rate = measure_sgemm_rate();
   log_info(
       "train: {} parameters ({} active without embedding), {} tokens/step, sgemm {:.1f} GFLOP/s",
-      facts.params_total, facts.params_active_no_embedding, B * cfg.grad_accum * cfg.seq_len,
+      facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
       sgemm_rate / 1e9);
-  log_info("train: optimizer state {:.1f} MiB", double(optim.state_bytes()) / (1 << 20));
+  double state_max = double(optim.state_bytes());  // the most any rank holds
+  group.all_reduce(Tensor(&state_max, {1}), dist::ReduceOp::Max);
+  const double state_total = double(optim.total_state_bytes());
+  log_info(
+      "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
+      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f})",
+      world, group.backend(), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
+      state_total / (1 << 20), state_max / state_total);
 
   std::ofstream metrics;
-  if (!cfg.metrics.empty()) {
+  if (!cfg.metrics.empty() && rank == 0) {
     const fs::path parent = fs::path(cfg.metrics).parent_path();
     std::error_code ec;
     if (!parent.empty()) fs::create_directories(parent, ec);
@@ -217,28 +248,32 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   }
   std::unique_ptr<AsyncCheckpointWriter> async_writer;
   if (!cfg.checkpoint_dir.empty() && cfg.async_checkpoint) {
-    async_writer = std::make_unique<AsyncCheckpointWriter>(cfg.checkpoint_dir, int(cfg.keep_last));
+    async_writer =
+        std::make_unique<AsyncCheckpointWriter>(group, cfg.checkpoint_dir, int(cfg.keep_last));
     CheckpointData shape;  // sizes the staging buffer in the background, off the first save
-    shape.optimizer_state = optim.state_tensors();
+    shape.optimizer = optim.state_to_save();
     async_writer->prepare(m, shape);
   }
 
   Activations acts(c, B, T);
   std::vector<int32_t> batch(size_t(B * T));
-  const double grad_scale = 1.0 / double(B * (T - 1) * cfg.grad_accum);
+  // Every rank's gradient is a share of the global batch's mean: their sum is the mean.
+  const double grad_scale = 1.0 / double(global_rows * (T - 1));
 
+  // Collective: the mean over eval_batches global batches, split over the ranks like training.
   auto validation_loss = [&]() -> double {
     if (!val_data) return NAN;
-    TokenLoader val(cfg.dataset, "val", T, uint64_t(cfg.seed), 0, 1);  // same batches every time
+    TokenLoader val(cfg.dataset, "val", T, uint64_t(cfg.seed), rank, world);  // same every time
     double sum = 0;
     for (int64_t i = 0; i < cfg.eval_batches; ++i) {
       val.next_batch(batch.data(), B);
       sum += model_forward(m, acts, batch.data());
     }
-    return sum / double(cfg.eval_batches);
+    group.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
+    return sum / double(cfg.eval_batches * world);
   };
   auto print_sample = [&](int64_t step) {
-    if (!tokenizer || cfg.sample_tokens == 0) return;
+    if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
     const std::string text =
         sample_text(m, *tokenizer, cfg.sample_prompt, cfg.sample_tokens, cfg.sample_temperature,
                     uint64_t(cfg.seed) + uint64_t(step));
@@ -251,15 +286,18 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
                        {"optimizer_steps", optim.steps()},
                        {"data", train_data.state()},
                        {"skipped", summary.skipped},
+                       {"world_size", world},
+                       {"global_batch_rows", global_rows},
                        {"config", train_config_to_json(cfg)}};
-    d.optimizer_state = optim.state_tensors();
+    d.optimizer = optim.state_to_save();
     if (async_writer) {
       async_writer->save(step, m, d);
       log_info("checkpoint: step {} (async, stall {:.3f}s)", step,
                async_writer->last_stall_seconds());
     } else {
       Timer t;
-      const std::string path = save_checkpoint(cfg.checkpoint_dir, step, m, d, int(cfg.keep_last));
+      const std::string path =
+          save_checkpoint(group, cfg.checkpoint_dir, step, m, d, int(cfg.keep_last));
       log_info("checkpoint: {} ({:.2f}s)", path, t.seconds());
     }
   };
@@ -281,22 +319,32 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
       add_counts(counts, count_routing(c, acts));
       model_backward(m, acts, grad_scale);
     }
+    const double norm = optim.reduce_gradients(m);  // same on every rank
+    // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,
+    // and the routing counts of the global batch (exact in double).
+    std::vector<double> agreed = {loss, std::isfinite(loss) ? 0.0 : 1.0};
+    for (const auto& [layer, k] : counts)
+      for (int64_t n : k) agreed.push_back(double(n));
+    group.all_reduce(Tensor(agreed.data(), {int64_t(agreed.size())}), dist::ReduceOp::Sum);
+    loss = agreed[0] / double(world);
+    size_t at = 2;
+    for (auto& [layer, k] : counts)
+      for (int64_t& n : k) n = int64_t(agreed[at++]);
     const double lr = schedule.lr(step);
-    const double norm = global_grad_norm(m);
-    const bool skip = !std::isfinite(loss) || !std::isfinite(norm);
+    const bool skip = agreed[1] > 0 || !std::isfinite(loss) || !std::isfinite(norm);
     if (skip) {
       ++summary.skipped;
       log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", step + 1, loss,
                norm);
     } else {
-      optim.step(m, lr);
+      optim.update(m, lr);
       optim.update_balancing_biases(m, counts);
     }
-    const int64_t tokens = B * cfg.grad_accum * (T - 1);
+    const int64_t tokens = global_rows * (T - 1);
     tokens_since_log += tokens;
     const double step_s = step_timer.seconds();
     const double tps = double(tokens) / step_s;
-    const double mfu = tps * flops_per_token / sgemm_rate;
+    const double mfu = tps * flops_per_token / (sgemm_rate * world);
     const double entropy = expert_load_entropy(c, counts);
     if (step == start_step) summary.first_loss = loss;
     summary.last_loss = loss;
@@ -322,8 +370,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
       log_info(
           "step {:>6}/{}  loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
           "expert_entropy {:.3f}  eta {:.0f}s",
-          step + 1, cfg.steps, loss, norm, lr, rate, 100 * rate * flops_per_token / sgemm_rate,
-          entropy, eta);
+          step + 1, cfg.steps, loss, norm, lr, rate,
+          100 * rate * flops_per_token / (sgemm_rate * world), entropy, eta);
       since_log.reset();
       tokens_since_log = 0;
     }

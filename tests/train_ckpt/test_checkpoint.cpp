@@ -46,7 +46,7 @@ CheckpointData make_data(int64_t step, OptState& opt) {
                      {"data_position", {{"epoch", 0}, {"row", 12345}}},
                      {"rng", {{"seed", 1234}, {"counter", 18446744073709551615ull}}},
                      {"metrics", {{"loss", {6.2383, 0.1 + 0.2, 1e-310}}}}};
-  d.optimizer_state = opt.tensors();
+  d.optimizer = OptimizerShard::whole(opt.tensors());
   return d;
 }
 
@@ -227,7 +227,7 @@ TEST(Checkpoint, MismatchesGiveClearErrors) {
 
   std::vector<double> f64(4);
   CheckpointData bad;
-  bad.optimizer_state = {{"x", Tensor(f64.data(), {4})}};
+  bad.optimizer = OptimizerShard::whole({{"x", Tensor(f64.data(), {4})}});
   expect_error([&] { save_checkpoint(dir.path, 2, m, bad, 0); }, {"'x'", "F32"});
   EXPECT_FALSE(fs::exists(dir / "step_00000002"));
   EXPECT_EQ(names_in(dir.path), std::vector<std::string>{"step_00000001"});  // temporary removed

@@ -4,12 +4,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/prepare.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "train_loop/tiny_data.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -17,27 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// 60 short documents of a learnable pattern, tokenised byte by byte (ids < 256 < V = 512).
 std::string make_dataset(const ScratchDir& dir) {
-  fs::create_directories(dir / "docs");
-  for (int d = 0; d < 60; ++d) {
-    std::ofstream f(dir / ("docs/" + std::to_string(1000 + d) + ".txt"));
-    for (int i = 0; i < 12; ++i) f << "abcdefgh" << char('i' + (d + i) % 8) << " ";
-  }
-  PrepareOptions opt;
-  opt.inputs = {dir / "docs/*.txt"};
-  opt.out_dir = dir / "shards";
-  opt.vocab_size = 512;
-  opt.eos_id = 1;
-  opt.bos_id = 2;
-  opt.val_fraction = 0.1;
-  opt.quiet = true;
-  prepare_shards(opt, [](std::string_view text) {
-    std::vector<int32_t> ids;
-    for (unsigned char ch : text) ids.push_back(int32_t(ch));
-    return ids;
-  });
-  return dir / "shards";
+  return make_tiny_dataset(dir);
 }
 
 TrainConfig tiny_run(const ScratchDir& dir, const std::string& name, const std::string& shards) {

@@ -1,0 +1,39 @@
+// A tiny learnable dataset for training tests (shared by train_loop and train_dist): 60 short
+// documents of a repeating pattern, tokenised byte by byte (ids < 256 < V = 512 of tiny.json).
+#pragma once
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/prepare.h"
+#include "test_util.h"
+
+namespace zaya::test {
+
+// Writes the documents and their shards under dir; returns the shard directory.
+inline std::string make_tiny_dataset(const ScratchDir& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir / "docs");
+  for (int d = 0; d < 60; ++d) {
+    std::ofstream f(dir / ("docs/" + std::to_string(1000 + d) + ".txt"));
+    for (int i = 0; i < 12; ++i) f << "abcdefgh" << char('i' + (d + i) % 8) << " ";
+  }
+  PrepareOptions opt;
+  opt.inputs = {dir / "docs/*.txt"};
+  opt.out_dir = dir / "shards";
+  opt.vocab_size = 512;
+  opt.eos_id = 1;
+  opt.bos_id = 2;
+  opt.val_fraction = 0.1;
+  opt.quiet = true;
+  prepare_shards(opt, [](std::string_view text) {
+    std::vector<int32_t> ids;
+    for (unsigned char ch : text) ids.push_back(int32_t(ch));
+    return ids;
+  });
+  return dir / "shards";
+}
+
+}  // namespace zaya::test
