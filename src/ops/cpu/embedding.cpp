@@ -1,10 +1,13 @@
 // Embedding lookup on the CPU (spec §6, §8.4): out[n] = table[ids[n]]; backward scatters dout into
 // dtable except row skip_row (C6). The scatter groups tokens by id and sums each id's rows in
 // double in token order: parallel over ids, no write conflicts, thread-count independent bits.
+// A BF16 table (inference: the tied embedding stays bf16) gathers into an F32 out, widening the
+// rows (exact).
 #include <algorithm>
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
@@ -22,6 +25,12 @@ template <class T>
 void gather(T* out_ND, const int32_t* ids_N, const T* table_VD, int64_t N, int64_t D) {
 #pragma omp parallel for schedule(static) if (N * D > kParallelMin)
   for (int64_t n = 0; n < N; ++n) std::copy_n(table_VD + int64_t(ids_N[n]) * D, D, out_ND + n * D);
+}
+
+void gather_bf16(float* out_ND, const int32_t* ids_N, const uint16_t* table_VD, int64_t N,
+                 int64_t D) {
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t n = 0; n < N; ++n) widen_bf16(out_ND + n * D, table_VD + int64_t(ids_N[n]) * D, D);
 }
 
 // order: token indices grouped by id; group g is order[starts[g] … starts[g+1]).
@@ -55,9 +64,16 @@ void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table
   ZAYA_ASSERT(ids.dtype == DType::I32, "embedding_forward: ids must be I32, got {}",
               dtype_name(ids.dtype));
   const int64_t V = table.size(0), D = table.size(1), N = ids.numel();
-  check_float(table, out);
   check_numel(out, N * D, "embedding_forward: out");
   const int32_t* ids_N = ids.ptr<int32_t>();
+  if (table.dtype == DType::BF16) {
+    ZAYA_ASSERT(out.dtype == DType::F32, "embedding_forward: a BF16 table needs an F32 out, got {}",
+                dtype_name(out.dtype));
+    check_ids("embedding_forward", ids_N, N, V);
+    gather_bf16(out.ptr<float>(), ids_N, table.ptr<uint16_t>(), N, D);
+    return;
+  }
+  check_float(table, out);
   check_ids("embedding_forward", ids_N, N, V);
   ZAYA_DISPATCH_FLOAT(table.dtype, gather(out.ptr<scalar_t>(), ids_N, table.ptr<scalar_t>(), N, D));
 }

@@ -1,6 +1,8 @@
-// linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms.
+// linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms. A BF16
+// weight (inference; x, y, b F32) goes to linear_bf16.cpp; it has no backward.
 #include "ops/check.h"
 #include "ops/cpu/blas.h"
+#include "ops/cpu/linear_bf16.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
@@ -36,7 +38,20 @@ void backward(T* dx_NI, T* dw_OI, T* db_O, const T* dy_NO, const T* x_NI, const 
 
 void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Tensor& b,
                     bool accumulate) {
+  ZAYA_ASSERT(w.ndim == 2 && w.size(1) > 0, "linear: w {} must be [O,I] with I > 0", w.shape_str());
   const int64_t O = w.size(0), I = w.size(1), N = x.numel() / I;
+  if (w.dtype == DType::BF16) {
+    ZAYA_ASSERT(
+        x.dtype == DType::F32 && y.dtype == DType::F32 && (!b.defined() || b.dtype == DType::F32),
+        "linear: a BF16 w needs F32 x, y and b, got x {} y {}", dtype_name(x.dtype),
+        dtype_name(y.dtype));
+    ZAYA_ASSERT(x.numel() == N * I && y.numel() == N * O, "linear: x {} w {} y {}", x.shape_str(),
+                w.shape_str(), y.shape_str());
+    if (b.defined()) ZAYA_ASSERT(b.numel() == O, "linear: bias {}", b.shape_str());
+    linear_bf16_forward(y.ptr<float>(), x.ptr<float>(), w.ptr<uint16_t>(), ptr_or_null<float>(b), N,
+                        O, I, accumulate);
+    return;
+  }
   check_float(y, x, w);
   ZAYA_ASSERT(x.numel() == N * I && y.numel() == N * O, "linear: x {} w {} y {}", x.shape_str(),
               w.shape_str(), y.shape_str());
@@ -49,6 +64,7 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
 
 void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
                      const Tensor& x, const Tensor& w, bool accumulate_dx) {
+  ZAYA_ASSERT(w.dtype != DType::BF16, "linear_backward: a BF16 w has no backward (inference only)");
   const int64_t O = w.size(0), I = w.size(1), N = x.numel() / I;
   check_float(dy, x, w, dx, dw, db);
   ZAYA_ASSERT(dy.numel() == N * O, "linear_backward: dy {} for x {} w {}", dy.shape_str(),
