@@ -187,6 +187,9 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   const int64_t T = cfg.seq_len + 1, B = cfg.micro_batch;
   const int64_t global_rows = B * cfg.grad_accum * world;  // rows per optimizer step
   TokenLoader train_data(cfg.dataset, "train", T, uint64_t(cfg.seed), rank, world);
+  if (train_data.manifest().vocab_size > c.vocab_size)
+    fail("dataset {} was tokenised with {} tokens but the model's vocab_size is {}", cfg.dataset,
+         train_data.manifest().vocab_size, c.vocab_size);
   std::optional<TokenLoader> val_data;
   try {
     val_data.emplace(cfg.dataset, "val", T, uint64_t(cfg.seed), rank, world);

@@ -4,7 +4,7 @@
 // shards): every step's loss agrees within 1e-5 relative over 20 steps and so do the final weights;
 // the optimizer state per rank at 2 ranks is ≤ 0.55 of one process's. A checkpoint written by 2
 // ranks (asynchronously) resumes on 1 and on 3 ranks, and one written by 3 ranks (synchronously)
-// on 2, continuing with the uninterrupted run's losses.
+// on 2, continuing with the uninterrupted run's losses (and bitwise on the same 2 ranks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,7 +83,8 @@ class TrainZero : public testing::Test {
     std::ifstream f(*dir_ / (name + ".jsonl"));
     for (std::string line; std::getline(f, line);) {
       const nlohmann::json j = nlohmann::json::parse(line);
-      out[j.at("step").get<int64_t>()] = j.at("loss").get<double>();
+      const nlohmann::json& loss = j.at("loss");  // NaN is written as null
+      out[j.at("step").get<int64_t>()] = loss.is_number() ? loss.get<double>() : NAN;
     }
     return out;
   }
@@ -148,6 +149,11 @@ TEST_F(TrainZero, RanksReproduceOneProcessAndCheckpointsReshard) {
   const std::string two_to_one = train({"two_to_one", 1, {from2}});
   EXPECT_NE(two_to_one.find("resharded from 2 to 1 ranks"), std::string::npos) << two_to_one;
   train({"two_to_three", 3, {from2}});
+  train({"two_to_two", 2, {from2}});  // the same rank count: bitwise
+  const std::string final_model = "_ckpt/step_00000020/model/model.safetensors";
+  EXPECT_TRUE(test::slurp(*dir_ / ("two" + final_model)) ==
+              test::slurp(*dir_ / ("two_to_two" + final_model)))
+      << "2 → 2 ranks resume is not bitwise";
   train({"three_to_two", 2, {from3}});
   const double r1 = max_loss_diff("two", "two_to_one", 10);
   const double r3 = max_loss_diff("two", "two_to_three", 10);
@@ -158,6 +164,29 @@ TEST_F(TrainZero, RanksReproduceOneProcessAndCheckpointsReshard) {
       "resumed steps 11-20: max rel loss diff 2→1 %.3g, 2→3 %.3g, 3→2 %.3g; final weights 2→1 "
       "%.3g, 2→3 %.3g\n",
       r1, r3, r2, rw1, rw3);
+}
+
+// AdamW for every parameter (no whole-matrix ownership: every tensor may be split).
+TEST_F(TrainZero, AdamWOnlyRanksReproduceOneProcess) {
+  train({"adamw_one", 1, {"optim.use_muon=false", "train.steps=10"}});
+  train({"adamw_three", 3, {"optim.use_muon=false", "train.steps=10"}});
+  std::printf("AdamW only: max rel loss diff 3 ranks vs 1 process %.3g\n",
+              max_loss_diff("adamw_one", "adamw_three", 10));
+}
+
+// A non-finite gradient on the ranks skips the step on all of them, in agreement.
+TEST_F(TrainZero, NonFiniteStepsAreSkippedOnAllRanks) {
+  Model m(load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json"));
+  m.init_random(1);
+  m.param("model.final_norm.weight").ptr<float>()[0] = NAN;
+  m.save_dir(*dir_ / "nan_model");
+  train({"nan", 2, {"model.init_from=" + *dir_ / "nan_model", "train.steps=3"}});
+  const auto rows = losses("nan");
+  EXPECT_EQ(rows.size(), 3u);
+  std::ifstream f(*dir_ / "nan.jsonl");
+  std::string last;
+  for (std::string line; std::getline(f, line);) last = line;
+  EXPECT_EQ(nlohmann::json::parse(last).at("skipped"), 3) << last;
 }
 
 }  // namespace
