@@ -30,3 +30,7 @@ fi
 # without it.
 bash "$(dirname "${BASH_SOURCE[0]}")/fetch_gemma3_tokenizer.sh" >/dev/null ||
   echo "setup: warning: could not fetch the Gemma 3 tokenizer; its tests will be skipped"
+
+# The official `openai` npm package for the server's client test; it skips without it.
+bash "$(dirname "${BASH_SOURCE[0]}")/fetch_openai_npm.sh" >/dev/null ||
+  echo "setup: warning: could not fetch the openai npm package; its server test will be skipped"

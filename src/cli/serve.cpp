@@ -1,12 +1,150 @@
-// Placeholder while `zaya serve` is being built in this session (replaced before it is called done).
+// zaya serve --model DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
+//            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
+// The OpenAI-compatible server (infer/server.h, docs/serving.md). Prints one startup line on
+// stdout once it listens (with the real port, so --port 0 picks a free one):
+//   zaya serve: NAME (PARAMS params, DTYPE) on http://HOST:PORT — KV cache N bytes/token, max
+//   batch B, context T
+// SIGINT/SIGTERM: in-flight requests are cancelled, the listener closes, exit 0.
+#include <omp.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/log.h"
+#include "data/tokenizer.h"
+#include "infer/engine.h"
+#include "infer/infer_model.h"
+#include "infer/server.h"
+#include "model/inspect.h"
 
 namespace zaya::cli {
 
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", model_name, tokenizer;
+  int port = 8080;
+  int64_t max_batch = 8, max_context = 0;
+  int threads = 0, http_threads = 0;
+};
+
+// Set from the signal handler; a watcher thread turns it into HttpServer::stop().
+std::atomic<bool> g_signalled{false};
+extern "C" void on_signal(int) {
+  g_signalled.store(true);
+}
+
+std::string short_count(int64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f}B", double(n) / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", double(n) / 1e6);
+  if (n >= 1'000) return fmt::format("{:.1f}K", double(n) / 1e3);
+  return std::to_string(n);
+}
+
+int run_serve(const ServeArgs& a) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(a.model))
+    fail("--model {}: not a directory; give a model directory (config.json + model.safetensors)",
+         a.model);
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  std::string tok_path = a.tokenizer;
+  if (tok_path.empty()) {
+    tok_path = (fs::path(a.model) / "tokenizer.json").string();
+    if (!fs::exists(tok_path))
+      fail("{}: no tokenizer.json in the model directory; pass --tokenizer FILE", a.model);
+  }
+  const Tokenizer tok = Tokenizer::load(tok_path);
+  const InferModel model = InferModel::load_dir(a.model);
+  const ZayaConfig& c = model.config();
+
+  EngineOptions eo;
+  eo.max_batch = a.max_batch;
+  eo.max_context = a.max_context;
+  Engine engine(model, &tok, eo);
+
+  openai::ServedModel served;
+  served.id = a.model_name.empty() ? fs::path(a.model).lexically_normal().filename().string()
+                                   : a.model_name;
+  if (served.id.empty() || served.id == ".")
+    served.id = fs::absolute(a.model).lexically_normal().parent_path().filename().string();
+  served.max_context = engine.max_context();
+  served.vocab_size = c.vocab_size;
+  served.tok = &tok;
+
+  ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.http_threads =
+      a.http_threads > 0 ? a.http_threads : int(std::max<int64_t>(16, 2 * a.max_batch + 4));
+  HttpServer server(engine, served, so);
+  const int port = server.bind();
+
+  std::atomic<bool> engine_stop{false};
+  std::thread engine_thread([&] { engine.run(engine_stop); });
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::atomic<bool> listening_done{false};
+  std::thread watcher([&] {
+    while (!listening_done.load()) {
+      if (g_signalled.load()) server.stop();  // repeated: a stop before listen() starts is lost
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+
+  const ModelFacts f = model_facts(c, engine.max_context());
+  fmt::print(
+      "zaya serve: {} ({} params, {}) on http://{}:{} — KV cache {} bytes/token, max batch "
+      "{}, context {}\n",
+      served.id, short_count(f.params_total), dtype_name(model.matrix_dtype()), a.host, port,
+      f.kv_values_per_token * int64_t(sizeof(float)), a.max_batch, engine.max_context());
+  std::fflush(stdout);
+
+  server.listen();
+  listening_done.store(true);
+  watcher.join();
+  engine_stop.store(true);
+  engine.wake();
+  engine_thread.join();
+  log_info("zaya serve: stopped");
+  return 0;
+}
+
+}  // namespace
+
 Action add_serve_command(CLI::App& app) {
-  app.add_subcommand("serve", "(being built)");
-  return []() -> int { fail("serve: not built yet"); };
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  sub->add_option("--model", a->model, "model directory (config.json + safetensors)")->required();
+  sub->add_option("--host", a->host, "address to listen on")->capture_default_str();
+  sub->add_option("--port", a->port, "port (0 = any free port, printed at startup)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--model-name", a->model_name,
+                  "model id clients pass as \"model\" (default: the directory's name)");
+  sub->add_option("--max-batch", a->max_batch, "sequences decoded together at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1024)));
+  sub->add_option("--max-context", a->max_context,
+                  "prompt + completion tokens per request (default: the model's limit)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--threads", a->threads, "compute threads (default: OpenMP's)")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--http-threads", a->http_threads,
+                  "connections served at once (default: max(16, 2·max-batch + 4))")
+      ->check(CLI::Range(0, 4096));
+  return [a] { return run_serve(*a); };
 }
 
 }  // namespace zaya::cli

@@ -1,0 +1,368 @@
+// `zaya serve` end to end: a tiny random model with the toy tokenizer is served on a free port
+// (--port 0; the port is read from the startup line) and driven with curl — completions, chat,
+// SSE framing, models, health, every kind of bad request (4xx in OpenAI's error shape, the server
+// still answering afterwards), greedy text equal to `zaya generate --temperature 0`, 8 concurrent
+// streams each equal to its sequential answer, a client that disconnects mid-stream being
+// cancelled — then with the official `openai` npm client (skipped without node or the package:
+// scripts/fetch_openai_npm.sh), and finally SIGTERM → exit 0.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/zaya_config.h"
+#include "model/model.h"
+
+using namespace zaya;
+using namespace zaya::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The repository root (ZAYA_TEST_DATA is <root>/tests/data).
+const fs::path kRoot = fs::path(ZAYA_TEST_DATA).parent_path().parent_path();
+
+struct Http {
+  int status = 0;
+  std::string body;
+  json j;  // body parsed, if it is JSON
+};
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static inline fs::path dir, model_dir;
+  static inline pid_t pid = -1;
+  static inline std::string base;  // http://127.0.0.1:PORT
+
+  static void SetUpTestSuite() {
+    dir = fs::path(::testing::TempDir()) / ("zaya_serve_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    model_dir = dir / "tiny-serve";
+    fs::create_directories(model_dir);
+    // The tiny config with the toy tokenizer's vocabulary, random weights.
+    ZayaConfig c = load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+    c.vocab_size = 1024;
+    Model m(c);
+    m.init_random(7);
+    m.save_dir(model_dir.string());
+    fs::copy_file(std::string(ZAYA_TEST_DATA) + "/tokenizer/toy_tokenizer.json",
+                  model_dir / "tokenizer.json");
+
+    const std::string out = (dir / "serve.out").string(), err = (dir / "serve.err").string();
+    pid = fork();
+    if (pid == 0) {
+      freopen(out.c_str(), "w", stdout);
+      freopen(err.c_str(), "w", stderr);
+      execl(ZAYA_BINARY, ZAYA_BINARY, "serve", "--model", model_dir.c_str(), "--port", "0",
+            "--max-context", "256", "--max-batch", "8", "--threads", "1", (char*)nullptr);
+      _exit(127);
+    }
+    // Wait for the startup line (the model loads in well under a second).
+    const std::regex line(
+        R"(zaya serve: tiny-serve \(.* params, F32\) on (http://127\.0\.0\.1:\d+) — KV cache \d+ bytes/token, max batch 8, context 256)");
+    for (int i = 0; i < 600 && base.empty(); ++i) {
+      std::smatch m;
+      const std::string s = slurp(out);
+      if (std::regex_search(s, m, line))
+        base = m[1];
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_FALSE(base.empty()) << "no startup line; stdout: " << slurp(out)
+                               << " stderr: " << slurp(err);
+  }
+
+  static void TearDownTestSuite() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);  // only if a test left it running (the Shutdown test stops it)
+      waitpid(pid, nullptr, 0);
+    }
+  }
+
+  void SetUp() override {
+    if (base.empty()) GTEST_SKIP() << "server did not start";
+  }
+
+  // curl: method, path, body (sent as a file, so any bytes go).
+  static Http request(const std::string& method, const std::string& path,
+                      const std::string& body = "", const std::string& extra = "") {
+    static int n = 0;
+    const std::string tag = std::to_string(getpid()) + "_" + std::to_string(n++);
+    const fs::path in = dir / ("req" + tag), out = dir / ("resp" + tag),
+                   code = dir / ("code" + tag);
+    std::ofstream(in, std::ios::binary) << body;
+    const std::string cmd = "curl -s -N -X " + method + " -H 'Content-Type: application/json' " +
+                            (body.empty() ? "" : "--data-binary @" + in.string() + " ") + extra +
+                            " -o " + out.string() + " -w '%{http_code}' " +
+                            shell_quote(base + path) + " > " + code.string();
+    std::system(cmd.c_str());
+    Http h;
+    h.status = std::atoi(slurp(code.string()).c_str());
+    h.body = slurp(out.string());
+    h.j = json::parse(h.body, nullptr, false);
+    return h;
+  }
+  static Http post(const std::string& path, const json& body) {
+    return request("POST", path, body.dump());
+  }
+
+  // SSE body → its events' payloads; checks the framing on the way.
+  static std::vector<std::string> events(const std::string& body) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos < body.size()) {
+      const size_t end = body.find("\n\n", pos);
+      EXPECT_NE(end, std::string::npos) << "unterminated event in: " << body;
+      if (end == std::string::npos) break;
+      const std::string ev = body.substr(pos, end - pos);
+      EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+      out.push_back(ev.substr(6));
+      pos = end + 2;
+    }
+    return out;
+  }
+
+  static std::string greedy_completion(const std::string& prompt, int max_tokens) {
+    const Http h = post("/v1/completions",
+                        {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}});
+    EXPECT_EQ(h.status, 200) << h.body;
+    return h.j["choices"][0]["text"].get<std::string>();
+  }
+
+  static void expect_error(const Http& h, int status, const std::string& param = "",
+                           const std::string& code = "") {
+    EXPECT_EQ(h.status, status) << h.body;
+    ASSERT_TRUE(h.j.is_object() && h.j.contains("error")) << h.body;
+    const json& e = h.j["error"];
+    EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty()) << h.body;
+    EXPECT_TRUE(e["type"].is_string()) << h.body;
+    EXPECT_EQ(e["param"], param.empty() ? json() : json(param)) << h.body;
+    EXPECT_EQ(e["code"], code.empty() ? json() : json(code)) << h.body;
+    // Still serving.
+    EXPECT_EQ(request("GET", "/health").status, 200);
+  }
+};
+
+TEST_F(ServeTest, HealthAndModels) {
+  Http h = request("GET", "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.j["status"], "ok");
+  h = request("GET", "/v1/models");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.j["object"], "list");
+  ASSERT_EQ(h.j["data"].size(), 1u);
+  EXPECT_EQ(h.j["data"][0]["id"], "tiny-serve");
+  EXPECT_EQ(request("GET", "/v1/models/tiny-serve").j["id"], "tiny-serve");
+  expect_error(request("GET", "/v1/models/gpt-4"), 404, "model", "model_not_found");
+}
+
+TEST_F(ServeTest, CompletionShapeAndGreedyEqualsGenerate) {
+  const Http h = post("/v1/completions", {{"model", "tiny-serve"},
+                                          {"prompt", "In the beginning"},
+                                          {"max_tokens", 10},
+                                          {"temperature", 0}});
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(h.j["object"], "text_completion");
+  EXPECT_EQ(h.j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(h.j["model"], "tiny-serve");
+  EXPECT_TRUE(h.j["created"].is_number_integer());
+  const json& ch = h.j["choices"][0];
+  EXPECT_EQ(ch["index"], 0);
+  EXPECT_TRUE(ch["logprobs"].is_null());
+  const std::string reason = ch["finish_reason"];
+  EXPECT_TRUE(reason == "length" || reason == "stop") << reason;
+  const json& u = h.j["usage"];
+  EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int>() + u["completion_tokens"].get<int>());
+  if (reason == "length") EXPECT_EQ(u["completion_tokens"], 10);
+
+  const CliResult g = run_zaya_in(dir.string(), "generate --model " + model_dir.string() +
+                                                    " --prompt 'In the beginning' "
+                                                    "--max-new-tokens 10 --temperature 0 --quiet");
+  ASSERT_EQ(g.code, 0) << g.err;
+  // generate ends its output with one newline.
+  ASSERT_FALSE(g.out.empty());
+  EXPECT_EQ(ch["text"].get<std::string>() + "\n", g.out);
+}
+
+TEST_F(ServeTest, ChatShape) {
+  const Http h =
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
+                                    {"max_tokens", 6},
+                                    {"temperature", 0}});
+  ASSERT_EQ(h.status, 200) << h.body;
+  EXPECT_EQ(h.j["object"], "chat.completion");
+  EXPECT_EQ(h.j["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(h.j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(h.j["choices"][0]["message"]["content"].is_string());
+  EXPECT_LE(h.j["usage"]["completion_tokens"].get<int>(), 6);
+}
+
+TEST_F(ServeTest, StreamingCompletionFraming) {
+  const std::string plain = greedy_completion("Behold the", 8);
+  const Http h =
+      post("/v1/completions",
+           {{"prompt", "Behold the"}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}});
+  ASSERT_EQ(h.status, 200);
+  const std::vector<std::string> ev = events(h.body);
+  ASSERT_GE(ev.size(), 2u) << h.body;
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    const json c = json::parse(ev[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    text += c["choices"][0]["text"].get<std::string>();
+    const bool last = i + 2 == ev.size();
+    EXPECT_EQ(c["choices"][0]["finish_reason"].is_null(), !last) << ev[i];
+  }
+  EXPECT_EQ(text, plain);
+  // The content type is SSE.
+  const Http head = request("POST", "/v1/completions",
+                            json{{"prompt", "x"}, {"max_tokens", 1}, {"stream", true}}.dump(),
+                            "-D " + (dir / "headers").string());
+  EXPECT_NE(slurp((dir / "headers").string()).find("text/event-stream"), std::string::npos);
+}
+
+TEST_F(ServeTest, StreamingChatFraming) {
+  const json body = {
+      {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6}, {"temperature", 0}};
+  const std::string plain =
+      post("/v1/chat/completions", body).j["choices"][0]["message"]["content"];
+  json sb = body;
+  sb["stream"] = true;
+  sb["stream_options"] = {{"include_usage", true}};
+  const Http h = post("/v1/chat/completions", sb);
+  ASSERT_EQ(h.status, 200);
+  const std::vector<std::string> ev = events(h.body);
+  ASSERT_GE(ev.size(), 4u) << h.body;  // role, finish, usage, [DONE]
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(json::parse(ev[0])["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  for (size_t i = 0; i + 3 < ev.size(); ++i) {
+    const json c = json::parse(ev[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    EXPECT_TRUE(c["choices"][0]["finish_reason"].is_null());
+    content += c["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(content, plain);
+  const json fin = json::parse(ev[ev.size() - 3]);
+  EXPECT_FALSE(fin["choices"][0]["finish_reason"].is_null()) << ev[ev.size() - 3];
+  const json usage = json::parse(ev[ev.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_GT(usage["usage"]["prompt_tokens"].get<int>(), 0);
+}
+
+TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
+  expect_error(request("POST", "/v1/completions", "{not json"), 400);
+  expect_error(post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model",
+               "model_not_found");
+  expect_error(post("/v1/completions", {{"prompt", std::string(2000, 'q')}, {"max_tokens", 4}}),
+               400, "prompt", "context_length_exceeded");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 300}}), 400, "max_tokens",
+               "context_length_exceeded");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"temperature", -1}}), 400, "temperature");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 2}}), 400, "n");
+  expect_error(post("/v1/completions", {{"prompt", {"a", "b"}}}), 400, "prompt");
+  expect_error(
+      post("/v1/chat/completions", {{"messages", {{{"role", "robot"}, {"content", "x"}}}}}), 400,
+      "messages[0].role");
+  expect_error(post("/v1/completions", {{"prompt", {1, 5000}}}), 400, "prompt");
+  expect_error(request("GET", "/v1/nothing"), 404, "", "not_found");
+  expect_error(request("GET", "/v1/completions"), 405);
+  expect_error(request("POST", "/health", "{}"), 405);
+  expect_error(request("POST", "/v1/completions", std::string(9 << 20, ' ')), 413);
+}
+
+TEST_F(ServeTest, ConcurrentStreamsMatchSequentialAnswers) {
+  const int n = 8;
+  std::vector<std::string> prompts, sequential;
+  for (int i = 0; i < n; ++i) {
+    prompts.push_back("Voice " + std::to_string(i) + " speaks");
+    sequential.push_back(greedy_completion(prompts.back(), 6));
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::string> got(n);
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      const Http h =
+          post("/v1/completions",
+               {{"prompt", prompts[i]}, {"max_tokens", 6}, {"temperature", 0}, {"stream", true}});
+      for (const std::string& e : events(h.body))
+        if (e != "[DONE]") got[i] += json::parse(e)["choices"][0]["text"].get<std::string>();
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(got[i], sequential[i]) << "client " << i;
+}
+
+TEST_F(ServeTest, DisconnectedClientIsCancelled) {
+  // A long stream the client abandons after 0.3 s; the server must cancel it, not decode on.
+  request(
+      "POST", "/v1/completions",
+      json{{"prompt", "Go on"}, {"max_tokens", 240}, {"ignore_eos", true}, {"stream", true}}.dump(),
+      "--max-time 0.3");
+  int64_t in_flight = -1;
+  for (int i = 0; i < 100 && in_flight != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    in_flight = request("GET", "/health").j["in_flight"].get<int64_t>();
+  }
+  EXPECT_EQ(in_flight, 0);
+}
+
+TEST_F(ServeTest, PortInUseIsAUserError) {
+  const std::string port = base.substr(base.rfind(':') + 1);
+  expect_user_error(
+      run_zaya_in(dir.string(), "serve --model " + model_dir.string() + " --port " + port),
+      "cannot listen on 127.0.0.1:" + port);
+  EXPECT_EQ(request("GET", "/health").status, 200);
+}
+
+TEST_F(ServeTest, OfficialOpenAiNodeClient) {
+  const fs::path modules = kRoot / "build/node-cache/node_modules";
+  if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node not installed";
+  if (!fs::exists(modules / "openai/package.json"))
+    GTEST_SKIP() << "openai npm package absent: run scripts/fetch_openai_npm.sh";
+  const std::string script = (kRoot / "tests/infer_server/openai_client.mjs").string();
+  const std::string log = (dir / "node.log").string();
+  const std::string cmd = "NODE_PATH=" + shell_quote(modules.string()) + " node " +
+                          shell_quote(script) + " " + shell_quote(base + "/v1") + " tiny-serve > " +
+                          log + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(log);
+}
+
+// Last (gtest runs a suite's tests in order): SIGTERM stops the server cleanly.
+TEST_F(ServeTest, ZShutdownOnSigterm) {
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 200 && r == 0; ++i) {
+    r = waitpid(pid, &status, WNOHANG);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(r, pid) << "server did not exit within 10 s of SIGTERM";
+  pid = -1;
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << slurp((dir / "serve.err").string());
+}
+
+TEST(ServeCli, BadFlagsAndMissingModel) {
+  const fs::path d =
+      fs::path(::testing::TempDir()) / ("zaya_serve_cli_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  expect_user_error(run_zaya_in(d.string(), "serve --model /no/such/dir --port 0"),
+                    "not a directory");
+}
+
+}  // namespace
