@@ -114,13 +114,17 @@ struct AsyncCheckpointWriter::Staging {
 };
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(std::string root, int keep_last)
-    : AsyncCheckpointWriter(*dist::make_group("single").release(), std::move(root), keep_last) {
-  own_group_.reset(&group_);
-}
+    : AsyncCheckpointWriter(dist::make_group("single"), nullptr, std::move(root), keep_last, 0) {}
 
 AsyncCheckpointWriter::AsyncCheckpointWriter(dist::Group& group, std::string root, int keep_last,
                                              double shard_wait_s)
-    : group_(group),
+    : AsyncCheckpointWriter(nullptr, &group, std::move(root), keep_last, shard_wait_s) {}
+
+AsyncCheckpointWriter::AsyncCheckpointWriter(std::unique_ptr<dist::Group> own_group,
+                                             dist::Group* group, std::string root, int keep_last,
+                                             double shard_wait_s)
+    : own_group_(std::move(own_group)),
+      group_(group ? *group : *own_group_),
       root_(std::move(root)),
       keep_last_(keep_last),
       shard_wait_s_(shard_wait_s),

@@ -123,12 +123,14 @@ class AsyncCheckpointWriter {
   void wait();
   // Seconds the last save() blocked its caller (waiting for the previous save + the snapshot).
   double last_stall_seconds() const { return last_stall_; }
-  // Path written by the last completed save ("" before one completes).
+  // Path written by the last completed save ("" before one completes; rank 0 only).
   const std::string& last_path() const { return last_path_; }
 
   struct Staging;  // the snapshot: config, layout, params and optimizer tensors (async_writer.cpp)
 
  private:
+  AsyncCheckpointWriter(std::unique_ptr<dist::Group> own_group, dist::Group* group,
+                        std::string root, int keep_last, double shard_wait_s);
   std::unique_ptr<dist::Group> own_group_;  // the single group of the one-process constructor
   dist::Group& group_;
   std::string root_;

@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "dist/group.h"
-
 #include "train/adamw.h"
 #include "train/balance.h"
 #include "train/grad_clip.h"
@@ -29,15 +28,18 @@ int64_t layer_of(const std::string& name) {
 }  // namespace
 
 Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg)
-    : Optimizer(m, cfg, *dist::make_group("single").release()) {
-  own_group_.reset(&group_);
-}
+    : Optimizer(m, cfg, dist::make_group("single"), nullptr) {}
 
 Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg, dist::Group& group)
+    : Optimizer(m, cfg, nullptr, &group) {}
+
+Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg,
+                     std::unique_ptr<dist::Group> own_group, dist::Group* group)
     : cfg_(cfg),
-      group_(group),
+      own_group_(std::move(own_group)),
+      group_(group ? *group : *own_group_),
       layout_(m.layout()),
-      plan_(make_zero_plan(layout_, cfg.use_muon, group.size())) {
+      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size())) {
   const ZayaConfig& c = m.config();
   size_t used = 0, largest = 0;
   for (const ZeroSegment& z : plan_.owned_by(group_.rank())) {

@@ -133,6 +133,8 @@ class Optimizer {
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);
   OptimizerShard state_shard(bool with_replicated);
+  Optimizer(const Model& m, const OptimizerConfig& cfg, std::unique_ptr<dist::Group> own_group,
+            dist::Group* group);
 };
 
 // ‖g‖₂ over all trainable gradients (grad_clip.h).
