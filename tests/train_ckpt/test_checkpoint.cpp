@@ -114,6 +114,41 @@ TEST(Checkpoint, RoundTripIsBitwise) {
   EXPECT_EQ(ranges[2]["length"], 35);
 }
 
+// ZeRO-1 shards: slices of tensors are stored with their global offsets, and a loading rank
+// gets any slice back whatever slices were written; a gap is an error naming where.
+TEST(Checkpoint, SlicesLoadWhateverSlicesWereWritten) {
+  ScratchDir dir;
+  Model m = tiny_model(7);
+  OptState opt(11);
+  auto whole = opt.tensors();
+  CheckpointData d = make_data(1, opt);
+  d.optimizer.slices = {{"muon.momentum.w1", 0, Tensor(opt.m1.data(), {120})},
+                        {"muon.momentum.w1", 120, Tensor(opt.m1.data() + 120, {180})},
+                        {"adamw.v.w1", 0, whole[1].second},
+                        {"adamw.m.bias", 0, whole[2].second}};
+  const std::string path = save_checkpoint(dir.path, 1, m, d, 0);
+  SafeTensors st = SafeTensors::open_file(path + "/optimizer/optimizer_rank00000.safetensors");
+  auto ranges = nlohmann::json::parse(st.metadata().at("ranges"));
+  ASSERT_EQ(ranges.size(), 4u);
+  EXPECT_EQ(ranges[1]["tensor"], "muon.momentum.w1@120");
+  EXPECT_EQ(ranges[1]["global_offset"], 120);
+
+  std::vector<float> a(200), c(10);
+  OptimizerShard dest = OptimizerShard::whole(whole);
+  dest.slices = {{"muon.momentum.w1", 50, Tensor(a.data(), {200})},
+                 {"adamw.m.bias", 10, Tensor(c.data(), {10})}};
+  nlohmann::json state;
+  load_checkpoint(path, m, state, dest);
+  EXPECT_EQ(std::memcmp(a.data(), opt.m1.data() + 50, a.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(c.data(), opt.m2.data() + 10, c.size() * 4), 0);
+  dest.slices = {{"adamw.m.bias", 30, Tensor(c.data(), {10})}};
+  expect_error([&] { load_checkpoint(path, m, state, dest); }, {"adamw.m.bias", "outside"});
+
+  d.optimizer.slices.erase(d.optimizer.slices.begin());  // elements [0, 120) missing
+  const std::string gap = save_checkpoint(dir.path, 2, m, d, 0);
+  expect_error([&] { load_checkpoint(gap, m, state, dest); }, {"gap", "element 0"});
+}
+
 TEST(Checkpoint, ModelPartIsANormalModelDirectory) {
   ScratchDir dir;
   Model m = tiny_model(3);
