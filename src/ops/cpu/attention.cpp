@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/exp_vec.h"
 #include "ops/ops.h"
 
 namespace zaya::ops {
@@ -81,24 +82,7 @@ int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-// e^x in float without libm, so loops over it vectorise: x = n·ln2 + r (Cody–Waite, |r| ≤ ln2/2),
-// e^r by the Cephes expf polynomial (≤ 1.5 ulp), 2^n through the exponent bits. x < −87 → 0 (this
-// covers −inf, the masked scores); x is at most ~0 here, clamped at 88 for safety.
-inline float exp_vec(float x) {
-  const float xc = std::min(std::max(-87.0f, x), 88.0f);  // NaN → −87 (no UB in the int cast)
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const float two_n = std::bit_cast<float>((int32_t(n) + 127) << 23);
-  return x < -87.0f ? 0.0f : (x == x ? p * two_n : x);  // NaN propagates
-}
+// exp_vec(float) is in exp_vec.h; the double overload keeps libm's exp for the F64 references.
 inline double exp_vec(double x) {
   return std::exp(x);
 }
