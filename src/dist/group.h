@@ -9,7 +9,12 @@
 //   callers pad (the ZeRO-1 buckets do) so no tensor size needs to divide the number of ranks.
 // - Results are deterministic: the reduction order does not depend on timing.
 // - A peer that does not arrive within the group's timeout (killed, hung) surfaces as a
-//   zaya::Error naming the collective, never a silent hang.
+//   zaya::Error naming the collective, never a silent hang. After such a failure the group is
+//   unusable (every later call throws) and the process should exit non-zero: under mpirun that
+//   stops the remaining ranks. A rank that dies outright is usually reported by mpirun itself,
+//   which then stops the job (docs/distributed.md).
+// - Argument errors (dtype, chunk sizes, root) throw zaya::Error before anything is sent, and
+//   leave the group usable.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,7 +35,8 @@ class Group {
 
   // In place: every rank ends with the elementwise reduction of buf over the ranks.
   virtual void all_reduce(const Tensor& buf, ReduceOp op = ReduceOp::Sum) = 0;
-  // send[size()·n] → recv[n]: rank r receives the sum over ranks of their chunk r.
+  // send[size()·n] → recv[n]: rank r receives the sum over ranks of their chunk r. recv may be
+  // chunk rank() of send (in place; send's other chunks are then left undefined).
   virtual void reduce_scatter(const Tensor& send, const Tensor& recv) = 0;
   // send[n] → recv[size()·n]: chunk r of recv is rank r's send (send may alias chunk rank()).
   virtual void all_gather(const Tensor& send, const Tensor& recv) = 0;
@@ -40,7 +46,8 @@ class Group {
 };
 
 // kind: "single", "mpi", or "auto" (mpi when launched by mpirun/srun, else single).
-// timeout_s bounds the wait of every collective (default 300 s).
+// timeout_s bounds the wait of every collective (default 300 s); the environment variable
+// ZAYA_DIST_TIMEOUT (seconds), when set, overrides it.
 std::unique_ptr<Group> make_group(const std::string& kind = "auto", double timeout_s = 300);
 
 }  // namespace zaya::dist

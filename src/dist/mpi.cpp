@@ -9,9 +9,7 @@
 //   MPI call goes through ZAYA_MPI_CHECK, so an MPI error becomes a zaya::Error (one line naming
 //   the call and MPI's own explanation) instead of an abort deep inside the library.
 // - Timeouts: every collective is the non-blocking MPI-3 form, polled with MPI_Test until done or
-//   until the group's deadline passes (then a zaya::Error naming the collective). Polling spins
-//   for the first millisecond (small messages stay fast), then yields, then sleeps up to 1 ms
-//   (an oversubscribed machine keeps its cores for the ranks doing work).
+//   until the group's deadline passes (then a zaya::Error naming the collective). See wait().
 // - Determinism: for a fixed communicator size and count OpenMPI picks a fixed algorithm, so the
 //   reduction order (and the result's bits) never depends on timing.
 // - MPI counts are int: all_reduce and broadcast split larger buffers into pieces of 2^30
@@ -211,10 +209,13 @@ class MpiGroup final : public Group {
     return int(chunk.numel());
   }
 
-  // Polls `req` until it completes or the group's timeout passes.
+  // Polls `req` until it completes or the group's timeout passes. MPI moves data only inside
+  // MPI calls (a large message is many fragments, each needing a call), so the loop keeps
+  // testing: a pure spin for 1 ms, then yielding the core between tests — as OpenMPI's own
+  // blocking calls do when oversubscribed. Only after 10 s (a straggler or a hang, no transfer
+  // lasts that long) does it nap 1 ms between tests.
   void wait(MPI_Request& req, const char* what) {
     const Timer clock;
-    std::chrono::microseconds nap(20);
     for (;;) {
       int done = 0;
       ZAYA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
@@ -229,12 +230,11 @@ class MpiGroup final : public Group {
             what, timeout_s_, rank_, size_);
       }
       if (waited < 1e-3) continue;
-      if (waited < 20e-3) {
+      if (waited < 10) {
         sched_yield();
         continue;
       }
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 
