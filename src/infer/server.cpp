@@ -57,7 +57,8 @@ struct HttpServer::Impl {
   int64_t created = unix_now();
 
   mutable std::mutex mu;
-  std::set<uint64_t> active;  // engine ids of requests not yet finished
+  std::set<uint64_t> active;     // engine ids of requests not yet finished
+  std::condition_variable idle;  // notified when `active` shrinks
   bool stopping = false;
 
   Impl(Engine& e, openai::ServedModel m, ServerOptions o)
@@ -85,8 +86,11 @@ struct HttpServer::Impl {
   }
   void finished(uint64_t id, bool cancel) {
     if (cancel) engine.cancel(id);
-    std::lock_guard<std::mutex> lock(mu);
-    active.erase(id);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      active.erase(id);
+    }
+    idle.notify_all();
   }
 
   void generate(const httplib::Request& req, httplib::Response& res, Endpoint e) {
@@ -201,7 +205,12 @@ struct HttpServer::Impl {
       r.set_content(dump(openai::models_list(model.id, created)["data"][0]), "application/json");
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-      r.set_content(dump({{"status", "ok"}, {"model", model.id}, {"in_flight", count()}}),
+      const EngineStats st = engine.stats();
+      r.set_content(dump({{"status", "ok"},
+                          {"model", model.id},
+                          {"in_flight", count()},
+                          {"prompt_tokens", st.prompt_tokens},
+                          {"generated_tokens", st.decode_tokens}}),
                     "application/json");
     });
     // The right path with the wrong method: 405 rather than httplib's 404.
@@ -307,6 +316,12 @@ void HttpServer::stop() {
     ids = s.active;
   }
   for (uint64_t id : ids) s.engine.cancel(id);
+  // Let the cancelled requests send their last event (finish_reason "cancelled", [DONE]) before
+  // the connections close; bounded, in case the engine is not running.
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.idle.wait_for(lock, std::chrono::seconds(5), [&] { return s.active.empty(); });
+  }
   s.http.stop();
 }
 

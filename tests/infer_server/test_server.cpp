@@ -66,12 +66,12 @@ class ServeTest : public ::testing::Test {
       freopen(out.c_str(), "w", stdout);
       freopen(err.c_str(), "w", stderr);
       execl(ZAYA_BINARY, ZAYA_BINARY, "serve", "--model", model_dir.c_str(), "--port", "0",
-            "--max-context", "256", "--max-batch", "8", "--threads", "1", (char*)nullptr);
+            "--max-context", "2048", "--max-batch", "8", "--threads", "1", (char*)nullptr);
       _exit(127);
     }
     // Wait for the startup line (the model loads in well under a second).
     const std::regex line(
-        R"(zaya serve: tiny-serve \(.* params, F32\) on (http://127\.0\.0\.1:\d+) — KV cache \d+ bytes/token, max batch 8, context 256)");
+        R"(zaya serve: tiny-serve \(.* params, F32\) on (http://127\.0\.0\.1:\d+) — KV cache \d+ bytes/token, max batch 8, context 2048)");
     for (int i = 0; i < 600 && base.empty(); ++i) {
       std::smatch m;
       const std::string s = slurp(out);
@@ -267,9 +267,9 @@ TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
   expect_error(request("POST", "/v1/completions", "{not json"), 400);
   expect_error(post("/v1/completions", {{"model", "gpt-4"}, {"prompt", "x"}}), 404, "model",
                "model_not_found");
-  expect_error(post("/v1/completions", {{"prompt", std::string(2000, 'q')}, {"max_tokens", 4}}),
+  expect_error(post("/v1/completions", {{"prompt", std::string(6000, 'q')}, {"max_tokens", 4}}),
                400, "prompt", "context_length_exceeded");
-  expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 300}}), 400, "max_tokens",
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 5000}}), 400, "max_tokens",
                "context_length_exceeded");
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"temperature", -1}}), 400, "temperature");
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 2}}), 400, "n");
@@ -306,17 +306,23 @@ TEST_F(ServeTest, ConcurrentStreamsMatchSequentialAnswers) {
 }
 
 TEST_F(ServeTest, DisconnectedClientIsCancelled) {
-  // A long stream the client abandons after 0.3 s; the server must cancel it, not decode on.
-  request(
-      "POST", "/v1/completions",
-      json{{"prompt", "Go on"}, {"max_tokens", 240}, {"ignore_eos", true}, {"stream", true}}.dump(),
-      "--max-time 0.3");
-  int64_t in_flight = -1;
-  for (int i = 0; i < 100 && in_flight != 0; ++i) {
+  // A long stream (2000 tokens: seconds on this model) that the client abandons after 0.3 s; the
+  // server must cancel it, not decode on.
+  const int64_t before = request("GET", "/health").j["generated_tokens"].get<int64_t>();
+  request("POST", "/v1/completions",
+          json{{"prompt", "Go on"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}}
+              .dump(),
+          "--max-time 0.3");
+  json health;
+  for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    in_flight = request("GET", "/health").j["in_flight"].get<int64_t>();
+    health = request("GET", "/health").j;
+    if (health["in_flight"] == 0) break;
   }
-  EXPECT_EQ(in_flight, 0);
+  EXPECT_EQ(health["in_flight"], 0);
+  const int64_t generated = health["generated_tokens"].get<int64_t>() - before;
+  EXPECT_GT(generated, 0);
+  EXPECT_LT(generated, 2000) << "the abandoned request ran to its end";
 }
 
 TEST_F(ServeTest, PortInUseIsAUserError) {
@@ -344,7 +350,21 @@ TEST_F(ServeTest, OfficialOpenAiNodeClient) {
 // Last (gtest runs a suite's tests in order): SIGTERM stops the server cleanly.
 TEST_F(ServeTest, ZShutdownOnSigterm) {
   ASSERT_GT(pid, 0);
+  // A long stream in flight: it is cancelled, and its client still gets a well-formed ending.
+  Http in_flight;
+  std::thread client([&] {
+    in_flight =
+        post("/v1/completions",
+             {{"prompt", "Go on"}, {"max_tokens", 2000}, {"ignore_eos", true}, {"stream", true}});
+  });
+  for (int i = 0; i < 100 && request("GET", "/health").j["in_flight"] == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
+  client.join();
+  const std::vector<std::string> ev = events(in_flight.body);
+  ASSERT_GE(ev.size(), 2u) << in_flight.body;
+  EXPECT_EQ(ev.back(), "[DONE]");
+  EXPECT_EQ(json::parse(ev[ev.size() - 2])["choices"][0]["finish_reason"], "cancelled");
   int status = 0;
   pid_t r = 0;
   for (int i = 0; i < 200 && r == 0; ++i) {
