@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -235,11 +236,14 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   double state_max = double(optim.state_bytes());  // the most any rank holds
   group.all_reduce(Tensor(&state_max, {1}), dist::ReduceOp::Max);
   const double state_total = double(optim.total_state_bytes());
+  const ZeroPlan& plan = optim.plan();
+  const auto [least, most] = std::minmax_element(plan.elements.begin(), plan.elements.end());
   log_info(
       "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
-      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f})",
+      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); shards of {}–{} "
+      "parameters in a {} × {} bucket",
       world, group.backend(), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
-      state_total / (1 << 20), state_max / state_total);
+      state_total / (1 << 20), state_max / state_total, *least, *most, world, plan.chunk);
 
   std::ofstream metrics;
   if (!cfg.metrics.empty() && rank == 0) {
