@@ -1,7 +1,6 @@
 // Sampler: repetition penalty → temperature → top-k → top-p → min-p → draw (see sampler.h).
-// Cost for a vocabulary of V: one pass for the penalty/temperature/candidate list, nth_element for
-// top-k, and for top-p a partial sort that grows geometrically from the most likely candidates, so
-// a typical nucleus of tens of tokens never sorts the whole vocabulary.
+// Cost for a vocabulary of V: one pass (one exp each) for temperature and the candidate list,
+// nth_element for top-k, a quickselect for top-p; nothing sorts the whole vocabulary.
 #include "infer/sampler.h"
 
 #include <algorithm>
@@ -86,68 +85,83 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
 
   // Temperature, and the candidate list of every finite logit.
   const float inv_t = float(1.0 / p_.temperature);
+  const float max_l = top * inv_t;  // scaling by a positive factor keeps the maximum in place
+  if (!std::isfinite(max_l)) return argmax(logits);  // a tiny temperature overflowed: greedy
+
+  // Candidates carry their weight exp(l − max) ∝ probability (1 for the most likely), so the
+  // order by weight is the order by logit and every later step is plain sums.
   cand_.clear();
   for (int64_t i = 0; i < V; ++i) {
     const float l = logits[i] * inv_t;
     logits[i] = l;
-    if (std::isfinite(l)) cand_.emplace_back(l, int32_t(i));
+    if (std::isfinite(l)) cand_.emplace_back(std::exp(l - max_l), int32_t(i));
   }
-  if (cand_.empty()) return argmax(logits);  // temperature overflowed every logit to ±inf
 
   // top-k: the k most likely, unordered.
   if (p_.top_k > 0 && size_t(p_.top_k) < cand_.size()) {
     std::nth_element(cand_.begin(), cand_.begin() + (p_.top_k - 1), cand_.end(), more_likely);
     cand_.resize(size_t(p_.top_k));
   }
-
-  // Softmax over the survivors of top-k (the mass top-p measures against).
-  float max_l = cand_[0].first;
-  for (const auto& c : cand_) max_l = std::max(max_l, c.first);
+  // The softmax mass of top-k's survivors: what top-p measures against.
   double total = 0;
-  for (const auto& c : cand_) total += std::exp(double(c.first - max_l));
+  for (const auto& c : cand_) total += c.first;
 
   // min-p keeps a prefix of the sorted order, and so does top-p; the documented order (top-p, then
-  // min-p) keeps the shorter prefix. Applying min-p's threshold first is the same result and
-  // leaves top-p fewer candidates to sort, as long as top-p still measures against `total`.
+  // min-p) keeps the shorter prefix. Applying min-p's threshold first gives the same set and
+  // leaves top-p fewer candidates, as long as top-p still measures against `total`.
+  double kept = total;  // the mass that survives every filter
   if (p_.min_p > 0) {
-    const double threshold = double(max_l) + std::log(p_.min_p);  // p ≥ min_p · p_max
-    std::erase_if(cand_, [&](const auto& c) { return double(c.first) < threshold; });
-    // The maximum always survives (log(min_p) ≤ 0), so cand_ is never empty here.
-  }
-
-  size_t keep = cand_.size();
-  if (p_.top_p < 1.0) {
-    // Sort a growing head of the list until its mass reaches top_p.
-    const double target = p_.top_p * total;
-    double mass = 0;
-    size_t sorted = 0, i = 0;
-    keep = 0;
-    while (keep == 0) {
-      const size_t want = std::min(cand_.size(), std::max<size_t>(64, sorted * 4));
-      std::partial_sort(cand_.begin() + sorted, cand_.begin() + want, cand_.end(), more_likely);
-      sorted = want;
-      for (; i < sorted; ++i) {
-        mass += std::exp(double(cand_[i].first - max_l));
-        if (mass >= target) {
-          keep = i + 1;
-          break;
-        }
-      }
-      if (keep == 0 && sorted == cand_.size()) keep = cand_.size();  // rounding: keep all
+    const size_t n = cand_.size();
+    // p ≥ min_p · p_max ⇔ weight ≥ min_p; the most likely (weight 1) always survives.
+    std::erase_if(cand_, [&](const auto& c) { return double(c.first) < p_.min_p; });
+    if (cand_.size() != n) {
+      kept = 0;
+      for (const auto& c : cand_) kept += c.first;
     }
   }
-  cand_.resize(std::max<size_t>(keep, 1));
+
+  if (p_.top_p < 1.0) {
+    // The smallest most-likely prefix with mass ≥ top_p · total, by quickselect: halve the
+    // unresolved range [lo, hi) with nth_element until it is small, then sort just that. O(V),
+    // however large the nucleus (a full or growing sort of 262144 candidates costs far more).
+    const double target = p_.top_p * total;
+    size_t lo = 0, hi = cand_.size();
+    double acc = 0;  // mass of cand_[0, lo), each more likely than everything after
+    while (hi - lo > 64) {
+      const size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(cand_.begin() + lo, cand_.begin() + mid, cand_.begin() + hi, more_likely);
+      double m = 0;
+      for (size_t i = lo; i < mid; ++i) m += cand_[i].first;
+      if (acc + m >= target) {
+        hi = mid;  // the cut is inside [lo, mid)
+      } else {
+        acc += m;
+        lo = mid;
+      }
+    }
+    std::sort(cand_.begin() + lo, cand_.begin() + hi, more_likely);
+    size_t keep = hi;  // rounding: the whole range when the sums never quite reach the target
+    for (size_t i = lo; i < hi; ++i) {
+      acc += cand_[i].first;
+      if (acc >= target) {
+        keep = i + 1;
+        break;
+      }
+    }
+    cand_.resize(keep);
+    kept = acc;
+  }
 
   // Draw from the renormalised survivors.
-  double kept = 0;
-  for (const auto& c : cand_) kept += std::exp(double(c.first - max_l));
   const double u = rng_.uniform(draws_++) * kept;
   double acc = 0;
+  int32_t last = cand_[0].second;
   for (const auto& c : cand_) {
-    acc += std::exp(double(c.first - max_l));
+    acc += c.first;
+    if (c.first > 0) last = c.second;
     if (u < acc) return c.second;
   }
-  return cand_.back().second;  // u within rounding of `kept`
+  return last;  // u within rounding of `kept`: the last candidate that could be drawn
 }
 
 }  // namespace zaya
