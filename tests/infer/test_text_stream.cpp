@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "infer/text_stream.h"
 
 using namespace zaya;
@@ -171,4 +173,22 @@ TEST(TextStream, StopOnMultiByteAndAfterStopNothing) {
   EXPECT_EQ(all, "a");
   EXPECT_EQ(ts.flush(), "");
   EXPECT_EQ(ts.emitted(), "a");
+}
+
+TEST(TextStream, WindowedDecodeWithAStartStrippingDecoder) {
+  // A Llama-style decoder strips one leading space of the whole text (Strip after Fuse): a naive
+  // per-token decode would drop every word's space; the windowed decode must not.
+  nlohmann::json j = toy().to_json();
+  j["decoder"] = nlohmann::json::parse(R"({"type":"Sequence","decoders":[
+      {"type":"Replace","pattern":{"String":"▁"},"content":" "},{"type":"ByteFallback"},
+      {"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]})");
+  const Tokenizer tok = Tokenizer::from_json(j, "strip-test");
+  const std::vector<int32_t> ids = tok.encode(" one two three " + kEuro + " four");
+  const std::string whole = tok.decode(ids);
+  ASSERT_EQ(whole, "one two three " + kEuro + " four");
+  TextStream ts(tok, {});
+  std::string text;
+  for (int32_t id : ids) text += ts.push(id).text;
+  text += ts.flush();
+  EXPECT_EQ(text, whole);
 }
