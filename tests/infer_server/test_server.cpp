@@ -88,7 +88,9 @@ class ServeTest : public ::testing::Test {
     if (pid > 0) {
       kill(pid, SIGKILL);  // only if a test left it running (the Shutdown test stops it)
       waitpid(pid, nullptr, 0);
+      pid = -1;
     }
+    fs::remove_all(dir);
   }
 
   void SetUp() override {
@@ -377,12 +379,16 @@ TEST_F(ServeTest, ZShutdownOnSigterm) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << slurp((dir / "serve.err").string());
 }
 
-TEST(ServeCli, BadFlagsAndMissingModel) {
+TEST(ServeCli, MissingModelOrTokenizerIsAUserError) {
   const fs::path d =
       fs::path(::testing::TempDir()) / ("zaya_serve_cli_" + std::to_string(getpid()));
   fs::create_directories(d);
   expect_user_error(run_zaya_in(d.string(), "serve --model /no/such/dir --port 0"),
                     "not a directory");
+  fs::create_directories(d / "empty_model");
+  expect_user_error(run_zaya_in(d.string(), "serve --model " + (d / "empty_model").string()),
+                    "no tokenizer.json in the model directory; pass --tokenizer FILE");
+  fs::remove_all(d);
 }
 
 }  // namespace
