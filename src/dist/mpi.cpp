@@ -12,8 +12,9 @@
 //   until the group's deadline passes (then a zaya::Error naming the collective). See wait().
 // - Determinism: for a fixed communicator size and count OpenMPI picks a fixed algorithm, so the
 //   reduction order (and the result's bits) never depends on timing.
-// - MPI counts are int: all_reduce and broadcast split larger buffers into pieces of 2^30
-//   elements; reduce_scatter/all_gather chunks must stay below 2^31 elements.
+// - all_reduce and reduce_scatter run in pieces of at most 4 MiB (see kReducePieceBytes), in a
+//   fixed order, so results stay deterministic. MPI counts are int: broadcast splits buffers into
+//   pieces of 2^30 elements; all_gather chunks must stay below 2^31 elements.
 #include <mpi.h>
 #include <sched.h>
 
@@ -25,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/assert.h"
 #include "core/timer.h"
@@ -104,7 +106,11 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_OP_NULL;
 }
 
-constexpr int64_t kMaxPiece = int64_t(1) << 30;  // elements per call of a split all_reduce/bcast
+constexpr int64_t kMaxPiece = int64_t(1) << 30;  // elements per call of a split broadcast
+// Reductions go in pieces of at most 4 MiB: OpenMPI allocates a temporary as large as the
+// message for each reduction, and above glibc's 32 MiB mmap limit that is fresh memory every
+// call, whose page faults cost more than the transfer (25x slower at 256 MiB on the dev VM).
+constexpr size_t kReducePieceBytes = size_t(4) << 20;
 
 class MpiGroup final : public Group {
  public:
@@ -131,8 +137,9 @@ class MpiGroup final : public Group {
     check_usable("all_reduce");
     check_buffer("all_reduce", buf);
     const size_t elem = dtype_size(buf.dtype);
-    for (int64_t at = 0; at < buf.numel() || at == 0; at += kMaxPiece) {
-      const int n = int(std::min(buf.numel() - at, kMaxPiece));
+    const int64_t piece = int64_t(kReducePieceBytes / elem);
+    for (int64_t at = 0; at < buf.numel() || at == 0; at += piece) {
+      const int n = int(std::min(buf.numel() - at, piece));
       MPI_Request req;
       ZAYA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, static_cast<char*>(buf.data) + at * elem, n,
                                     mpi_type(buf.dtype), mpi_op(op), comm_, &req));
@@ -144,20 +151,39 @@ class MpiGroup final : public Group {
   void reduce_scatter(const Tensor& send, const Tensor& recv) override {
     check_usable("reduce_scatter");
     check_chunks("reduce_scatter", send, recv, size_);
-    const int n = chunk_count("reduce_scatter", recv);
+    const int64_t chunk = chunk_count("reduce_scatter", recv);
+    const size_t elem = dtype_size(send.dtype);
     char* mine = static_cast<char*>(send.data) + size_t(rank_) * recv.nbytes();
+    const int64_t piece = std::max<int64_t>(1, int64_t(kReducePieceBytes / (elem * size_)));
     MPI_Request req;
-    if (recv.data == mine && n > 0) {
-      // In place: MPI leaves the result at the start of send; move it to chunk rank().
-      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, send.data, n, mpi_type(send.dtype),
-                                               MPI_SUM, comm_, &req));
+    if (chunk <= piece) {
+      if (recv.data == mine && chunk > 0) {
+        // In place: MPI leaves the result at the start of send; move it to chunk rank().
+        ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, send.data, int(chunk),
+                                                 mpi_type(send.dtype), MPI_SUM, comm_, &req));
+        wait(req, "reduce_scatter");
+        if (rank_ != 0) std::memmove(mine, send.data, recv.nbytes());
+        return;
+      }
+      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(send.data, recv.data, int(chunk),
+                                               mpi_type(send.dtype), MPI_SUM, comm_, &req));
       wait(req, "reduce_scatter");
-      if (rank_ != 0) std::memmove(mine, send.data, recv.nbytes());
       return;
     }
-    ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(send.data, recv.data, n, mpi_type(send.dtype), MPI_SUM,
-                                             comm_, &req));
-    wait(req, "reduce_scatter");
+    // Large chunks: piece k of every rank's chunk is staged contiguously and reduced on its
+    // own. In place is safe: piece k's result lands on piece k of chunk rank(), already staged.
+    staging_.resize(size_t(piece) * size_ * elem);
+    for (int64_t at = 0; at < chunk; at += piece) {
+      const int64_t n = std::min(chunk - at, piece);
+      for (int r = 0; r < size_; ++r)
+        std::memcpy(staging_.data() + size_t(r * n) * elem,
+                    static_cast<const char*>(send.data) + size_t(r * chunk + at) * elem,
+                    size_t(n) * elem);
+      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(staging_.data(),
+                                               static_cast<char*>(recv.data) + at * elem, int(n),
+                                               mpi_type(send.dtype), MPI_SUM, comm_, &req));
+      wait(req, "reduce_scatter");
+    }
   }
 
   void all_gather(const Tensor& send, const Tensor& recv) override {
@@ -239,6 +265,7 @@ class MpiGroup final : public Group {
   }
 
   double timeout_s_;
+  std::vector<char> staging_;  // reduce_scatter's pieces, size() × piece elements
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
 };
