@@ -4,7 +4,8 @@
 //
 // Contract for every collective:
 // - Buffers are contiguous Tensor views of F32, F64 or I32 (send and recv of one call share the
-//   dtype); every rank calls the same collectives in the same order with the same counts.
+//   dtype); every rank calls the same collectives in the same order with the same counts, from
+//   the thread that made the group (MPI runs in MPI_THREAD_FUNNELED mode).
 // - Equal chunks: reduce_scatter and all_gather move size()·n elements as size() chunks of n;
 //   callers pad (the ZeRO-1 buckets do) so no tensor size needs to divide the number of ranks.
 // - Results are deterministic: the reduction order does not depend on timing.
