@@ -58,6 +58,9 @@ inline Vec fmadd(Vec a, Vec b, Vec c) {
 inline Vec zero() {
   return _mm512_setzero_ps();
 }
+inline Vec add(Vec a, Vec b) {
+  return _mm512_add_ps(a, b);
+}
 inline float hsum(Vec v) {  // fixed tree: halves, quarters, then pairs
   alignas(64) float t[16];
   _mm512_store_ps(t, v);
@@ -87,6 +90,9 @@ inline Vec fmadd(Vec a, Vec b, Vec c) {
 inline Vec zero() {
   return _mm256_setzero_ps();
 }
+inline Vec add(Vec a, Vec b) {
+  return _mm256_add_ps(a, b);
+}
 inline float hsum(Vec v) {  // fixed tree: halves, then pairs
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -107,21 +113,27 @@ template <int R, int NB>
 void dot_block(float* out, const uint16_t* w, const uint16_t* next, const float* x, int64_t I) {
   int64_t e = 0;
 #if ZAYA_BF16_SIMD
-  Vec acc[R][NB];
+  // Two accumulators per (row, input), one per half of the line: twice the independent FMA
+  // chains, so the FMA latency never throttles the stream.
+  Vec acc[R][NB], acc2[R][NB];
   for (int r = 0; r < R; ++r)
-    for (int n = 0; n < NB; ++n) acc[r][n] = zero();
+    for (int n = 0; n < NB; ++n) acc[r][n] = zero(), acc2[r][n] = zero();
   for (; e + 2 * kW <= I; e += 2 * kW) {
     for (int r = 0; r < R; ++r)
       _mm_prefetch(reinterpret_cast<const char*>(next + r * I + e), _MM_HINT_T0);
-    for (int64_t half = 0; half < 2 * kW; half += kW) {
-      Vec xv[NB];
-      for (int n = 0; n < NB; ++n) xv[n] = load_f32(x + n * I + e + half);
-      for (int r = 0; r < R; ++r) {
-        const Vec wv = load_bf16(w + r * I + e + half);
-        for (int n = 0; n < NB; ++n) acc[r][n] = fmadd(wv, xv[n], acc[r][n]);
+    Vec xa[NB], xb[NB];
+    for (int n = 0; n < NB; ++n)
+      xa[n] = load_f32(x + n * I + e), xb[n] = load_f32(x + n * I + e + kW);
+    for (int r = 0; r < R; ++r) {
+      const Vec wa = load_bf16(w + r * I + e), wb = load_bf16(w + r * I + e + kW);
+      for (int n = 0; n < NB; ++n) {
+        acc[r][n] = fmadd(wa, xa[n], acc[r][n]);
+        acc2[r][n] = fmadd(wb, xb[n], acc2[r][n]);
       }
     }
   }
+  for (int r = 0; r < R; ++r)
+    for (int n = 0; n < NB; ++n) acc[r][n] = add(acc[r][n], acc2[r][n]);
   for (; e + kW <= I; e += kW) {
     Vec xv[NB];
     for (int n = 0; n < NB; ++n) xv[n] = load_f32(x + n * I + e);
@@ -184,6 +196,11 @@ void gemv(float* y_NO, const float* x_NI, const uint16_t* w_OI, const float* b_O
           int64_t O, int64_t I, bool accumulate) {
   // Rows per step: kRows × kMaxInputs accumulators stay in registers (32 zmm / 16 ymm).
   constexpr int64_t kRows = kW == 16 ? 4 : 2;
+  if (N == 1) {  // one input: rows one after another are a single sequential stream
+#pragma omp parallel for schedule(static) if (O * I > kParallelMin)
+    for (int64_t o = 0; o < O; ++o) gemv_rows<1>(y_NO, x_NI, w_OI, b_O, N, O, I, o, accumulate);
+    return;
+  }
   const int64_t blocks = (O + kRows - 1) / kRows;
 #pragma omp parallel for schedule(static) if (O * I > kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) {
