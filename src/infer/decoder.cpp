@@ -260,9 +260,11 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   const float* w = weight.ptr<float>();
   const float* xp = x.ptr<float>();
   float* op = out.ptr<float>();
-  std::vector<std::vector<int64_t>> tokens(size_t(E + 1));
+  std::vector<std::vector<int64_t>>& tokens = expert_tokens_;  // reused: no allocation per step
+  tokens.resize(size_t(E + 1));
+  for (auto& t : tokens) t.clear();
   for (int64_t n = 0; n < N; ++n) tokens[size_t(ch[n])].push_back(n);
-  for (int64_t n : tokens.back()) {  // skip class (MoD only): the normed input times its p (C5)
+  for (int64_t n : tokens[size_t(E)]) {  // skip class (MoD only): the normed input times its p (C5)
     for (int64_t j = 0; j < D; ++j) op[n * D + j] = w[n] * xp[n * D + j];
   }
   for (int64_t ex = 0; ex < E; ++ex) {

@@ -33,9 +33,10 @@ class Decoder {
   Tensor scratch(size_t slot, DType t, std::initializer_list<int64_t> dims);
 
   const InferModel& m_;
-  std::vector<std::vector<float>> scratch_;  // reused between calls
-  std::vector<int64_t> pos_;                 // position of every token of the current call
-  Tensor cos_, sin_;                         // RoPE tables, one row per token of the call
+  std::vector<std::vector<float>> scratch_;          // reused between calls
+  std::vector<int64_t> pos_;                         // position of every token of the current call
+  Tensor cos_, sin_;                                 // RoPE tables, one row per token of the call
+  std::vector<std::vector<int64_t>> expert_tokens_;  // per class: the tokens routed to it
 };
 
 }  // namespace zaya
