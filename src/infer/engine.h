@@ -4,12 +4,9 @@
 // finished one leaves it. Output goes to each request's callback, on the engine thread.
 #pragma once
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
