@@ -47,8 +47,17 @@ double time_gemv(std::vector<std::vector<uint16_t>>& copies, const Shape& s, int
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
-  const size_t buffer = size_t(argc > 2 ? std::atoll(argv[2]) : 256) << 20;
-  const std::vector<Shape> shapes = {{32768, 1024}, {4096, 4096}, {262144, 640}};
+  const long long buffer_mib = argc > 2 ? std::atoll(argv[2]) : 256;
+  if (argc > 3 || rounds < 1 || buffer_mib < 1) {
+    std::fprintf(
+        stderr, "usage: bench_linear_bf16 [rounds ≥ 1, default 5] [buffer_mib ≥ 1, default 256]\n");
+    return 2;
+  }
+  const size_t buffer = size_t(buffer_mib) << 20;
+  // ZAYA1-base's decode GEMVs (experts 4096×2048 and 2048×2048, CCA output 2048×1024), a short-row
+  // case, and a long-row one.
+  const std::vector<Shape> shapes = {
+      {4096, 2048}, {2048, 2048}, {2048, 1024}, {32768, 1024}, {1024, 5120}};
   const std::vector<int64_t> inputs = {1, 4, 16, 17};
   // Weight copies per shape: each timed pass streams ≥ buffer bytes.
   std::vector<std::vector<std::vector<uint16_t>>> weights(shapes.size());

@@ -6,6 +6,11 @@
 // Printed: decode tokens/s, weight bytes read per token, the bandwidth that implies, the machine's
 // read-only and copy bandwidth (core/bandwidth.h), and their ratio. The bound uses the larger of
 // the two bandwidths, so the ratio is never flattered by the choice of yardstick.
+//
+// The samples are paired in time: every timed decode step is followed by one pass of each
+// bandwidth probe, and the ratio compares the median step with the median probe passes. On a
+// shared machine whose bandwidth drifts by tens of percent within seconds, a best-of probe taken
+// once beside an average over many steps would measure the neighbours, not the decoder.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -37,6 +42,20 @@ double gib(double bytes) {
   return bytes / double(1ull << 30);
 }
 
+// Bytes per second over all passes together (each pass moves the same bytes): the harmonic mean.
+double rate_of_passes(const std::vector<double>& rates) {
+  double inv = 0;
+  for (double r : rates) inv += 1.0 / r;
+  return double(rates.size()) / inv;
+}
+
+double median(std::vector<double> v) {
+  ZAYA_ASSERT(!v.empty(), "median of no samples");
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
 int run_bench_decode(const BenchDecodeArgs& a) {
   if (a.model.empty() == a.config.empty()) fail("give exactly one of --model DIR or --config FILE");
   if (a.dtype != "bf16" && a.dtype != "f32") fail("--dtype must be bf16 or f32, not '{}'", a.dtype);
@@ -56,10 +75,8 @@ int run_bench_decode(const BenchDecodeArgs& a) {
                im->source().c_str(), std::string(dtype_name(im->matrix_dtype())).c_str(),
                gib(double(im->total_weight_bytes())), load.seconds());
 
-  // Bandwidth first, on an idle machine state (no decode buffers hot in cache).
-  const size_t bw_bytes = size_t(a.bandwidth_mib) << 20;
-  const double read_bw = measure_read_bandwidth(bw_bytes, 5);
-  const double copy_bw = measure_copy_bandwidth(bw_bytes, 5);
+  // Probe buffers first: their allocation and first touch are not timed.
+  BandwidthProbe probe(size_t(a.bandwidth_mib) << 20);
 
   // B sequences: prefill P random tokens each, then N greedy decode steps for all B together.
   std::vector<std::unique_ptr<SequenceCache>> caches;
@@ -88,18 +105,34 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   Timer prefill_timer;
   step(true);
   const double prefill_s = prefill_timer.seconds();
-  step(false);  // one untimed decode step: first touch of the decode path
-  Timer decode_timer;
-  for (int64_t k = 1; k < N; ++k) step(false);
-  const double decode_s = decode_timer.seconds();
+  step(false);  // untimed: first touch of the decode path and of the probes
+  probe.read_pass();
+  probe.copy_pass();
   const int64_t steps = N - 1;
+  std::vector<double> step_s, read_s, copy_s;  // per timed step: its seconds, then both probes
+  for (int64_t k = 0; k < steps; ++k) {
+    Timer t;
+    step(false);
+    step_s.push_back(t.seconds());
+    read_s.push_back(probe.read_pass());
+    copy_s.push_back(probe.copy_pass());
+  }
+  double decode_s = 0;
+  for (double x : step_s) decode_s += x;
 
   const double bytes_per_token = double(im->active_weight_bytes());
-  const double steps_per_s = double(steps) / decode_s;
-  const double achieved = bytes_per_token * steps_per_s;  // weight bytes streamed per second
+  const double steps_per_s = double(steps) / decode_s;  // what a user sees over the whole run
+  const double median_step_s = median(step_s);
+  const double achieved = bytes_per_token / median_step_s;  // weight bytes streamed per second
+  const double read_bw = median(read_s), copy_bw = median(copy_s);
   const double bound_bw = std::max(read_bw, copy_bw);
   const double bound_rate = bound_bw / bytes_per_token;
-  const double ratio = steps_per_s / bound_rate;
+  const double ratio = 1.0 / median_step_s / bound_rate;
+  // The same comparison with means (total bytes over total time on both sides): outlier steps
+  // and outlier probe passes count here.
+  const double mean_bound_rate =
+      std::max(rate_of_passes(read_s), rate_of_passes(copy_s)) / bytes_per_token;
+  const double ratio_of_means = steps_per_s / mean_bound_rate;
   if (a.json) {
     nlohmann::json j = {{"model", im->source()},
                         {"dtype", std::string(dtype_name(im->matrix_dtype()))},
@@ -109,12 +142,14 @@ int run_bench_decode(const BenchDecodeArgs& a) {
                         {"prefill_tokens_per_s", double(B * P) / prefill_s},
                         {"decode_tokens_per_s", steps_per_s * double(B)},
                         {"decode_steps_per_s", steps_per_s},
+                        {"median_step_seconds", median_step_s},
                         {"weight_bytes_per_token", bytes_per_token},
                         {"achieved_bytes_per_s", achieved},
                         {"read_bandwidth", read_bw},
                         {"copy_bandwidth", copy_bw},
                         {"bound_steps_per_s", bound_rate},
-                        {"ratio", ratio}};
+                        {"ratio", ratio},
+                        {"ratio_of_means", ratio_of_means}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -125,15 +160,23 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   std::printf("prefill               %.1f tokens/s\n", double(B * P) / prefill_s);
   std::printf("decode                %.2f tokens/s (%.2f steps/s × %lld sequences)\n",
               steps_per_s * double(B), steps_per_s, (long long)B);
+  std::printf("median step           %.2f ms (%.2f steps/s)\n", 1e3 * median_step_s,
+              1.0 / median_step_s);
   std::printf("weights read / step   %.1f MiB (active weights incl. the LM head)\n",
               bytes_per_token / double(1 << 20));
-  std::printf("achieved              %.2f GB/s of weights\n", achieved / 1e9);
-  std::printf("read bandwidth        %.2f GB/s (read-only stream, same run)\n", read_bw / 1e9);
-  std::printf("copy bandwidth        %.2f GB/s (memcpy, read + written, same run)\n",
-              copy_bw / 1e9);
+  std::printf("achieved              %.2f GB/s of weights (median step)\n", achieved / 1e9);
+  std::printf(
+      "read bandwidth        %.2f GB/s (read-only stream; median of %lld passes, one after "
+      "each step)\n",
+      read_bw / 1e9, (long long)steps);
+  std::printf("copy bandwidth        %.2f GB/s (memcpy, read + written; median of %lld passes)\n",
+              copy_bw / 1e9, (long long)steps);
   std::printf("bound                 %.2f steps/s (%.2f GB/s / %.1f MiB)\n", bound_rate,
               bound_bw / 1e9, bytes_per_token / double(1 << 20));
-  std::printf("ratio                 %.1f%% of the bandwidth bound\n", 100.0 * ratio);
+  std::printf("ratio                 %.1f%% of the bandwidth bound (median step / bound)\n",
+              100.0 * ratio);
+  std::printf("ratio of means        %.1f%% (all steps / all probe passes, outliers included)\n",
+              100.0 * ratio_of_means);
   return 0;
 }
 

@@ -6,15 +6,17 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
+
+#include "core/assert.h"
 
 namespace zaya {
 
 namespace {
 
 struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
+  void operator()(float* p) const { std::free(p); }
 };
 using Buffer = std::unique_ptr<float, FreeDeleter>;
 
@@ -22,65 +24,82 @@ using Buffer = std::unique_ptr<float, FreeDeleter>;
 Buffer make_buffer(size_t n, float value) {
   const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
   Buffer b(static_cast<float*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64))));
+  if (!b) fail("out of memory allocating a {}-byte bandwidth probe buffer", bytes);
   float* p = b.get();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < int64_t(n); ++i) p[i] = value;
   return b;
 }
 
-// Best of reps timed passes of f (after one untimed pass), in seconds.
+// Best of reps timed passes of f (after one untimed pass).
 template <class F>
-double best_time(int reps, F&& f) {
+double best_rate(int reps, F&& f) {
   f();
-  double best = 1e30;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    const double t0 = omp_get_wtime();
-    f();
-    best = std::min(best, omp_get_wtime() - t0);
-  }
+  double best = 0;
+  for (int r = 0; r < std::max(reps, 1); ++r) best = std::max(best, f());
   return best;
 }
 
 }  // namespace
 
-double measure_copy_bandwidth(size_t bytes, int reps) {
-  const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
-  Buffer src = make_buffer(n, 1.0f), dst = make_buffer(n, 0.0f);
-  const float* s = src.get();
-  float* d = dst.get();
-  const double t = best_time(reps, [&] {
+struct BandwidthProbe::Buffers {
+  size_t n;                 // floats per buffer
+  Buffer src, dst;          // dst: allocated by the first copy pass
+  volatile float sink = 0;  // keeps the sums alive
+};
+
+BandwidthProbe::BandwidthProbe(size_t bytes) : b_(std::make_unique<Buffers>()) {
+  b_->n = std::max<size_t>(bytes / sizeof(float), 1);
+  b_->src = make_buffer(b_->n, 1.0f);
+}
+
+BandwidthProbe::~BandwidthProbe() = default;
+
+double BandwidthProbe::read_pass() {
+  const size_t n = b_->n;
+  const float* s = b_->src.get();
+  const double t0 = omp_get_wtime();
+  float total = 0;
+#pragma omp parallel reduction(+ : total)
+  {  // each thread sums its contiguous slice
+    const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
+    const size_t begin = n * id / nt, end = n * (id + 1) / nt;
+    constexpr int kLanes = 64;  // 4 AVX-512 / 8 AVX2 independent accumulators
+    float acc[kLanes] = {};
+    size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += s[i + l];
+    for (; i < end; ++i) acc[0] += s[i];
+    for (int l = 0; l < kLanes; ++l) total += acc[l];
+  }
+  const double t = omp_get_wtime() - t0;
+  b_->sink = b_->sink + total;
+  return double(n * sizeof(float)) / t;
+}
+
+double BandwidthProbe::copy_pass() {
+  const size_t n = b_->n;
+  if (!b_->dst) b_->dst = make_buffer(n, 0.0f);  // only copy probes need the second buffer
+  const float* s = b_->src.get();
+  float* d = b_->dst.get();
+  const double t0 = omp_get_wtime();
 #pragma omp parallel
-    {  // each thread copies its contiguous slice
-      const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
-      const size_t begin = n * id / nt, end = n * (id + 1) / nt;
-      std::memcpy(d + begin, s + begin, (end - begin) * sizeof(float));
-    }
-  });
-  return 2.0 * double(n * sizeof(float)) / t;
+  {  // each thread copies its contiguous slice
+    const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
+    const size_t begin = n * id / nt, end = n * (id + 1) / nt;
+    std::memcpy(d + begin, s + begin, (end - begin) * sizeof(float));
+  }
+  return 2.0 * double(n * sizeof(float)) / (omp_get_wtime() - t0);
+}
+
+double measure_copy_bandwidth(size_t bytes, int reps) {
+  BandwidthProbe p(bytes);
+  return best_rate(reps, [&] { return p.copy_pass(); });
 }
 
 double measure_read_bandwidth(size_t bytes, int reps) {
-  const size_t n = std::max<size_t>(bytes / sizeof(float), 1);
-  Buffer src = make_buffer(n, 1.0f);
-  const float* s = src.get();
-  volatile float sink = 0;  // keeps the sums alive
-  const double t = best_time(reps, [&] {
-    float total = 0;
-#pragma omp parallel reduction(+ : total)
-    {
-      const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
-      const size_t begin = n * id / nt, end = n * (id + 1) / nt;
-      constexpr int kLanes = 64;  // 4 AVX-512 / 8 AVX2 independent accumulators
-      float acc[kLanes] = {};
-      size_t i = begin;
-      for (; i + kLanes <= end; i += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += s[i + l];
-      for (; i < end; ++i) acc[0] += s[i];
-      for (int l = 0; l < kLanes; ++l) total += acc[l];
-    }
-    sink = sink + total;
-  });
-  return double(n * sizeof(float)) / t;
+  BandwidthProbe p(bytes);
+  return best_rate(reps, [&] { return p.read_pass(); });
 }
 
 }  // namespace zaya

@@ -1,6 +1,7 @@
 // linear_forward with BF16 weights (both regimes: the streaming GEMV for N ≤ 16 and widened tiles
 // + sgemm above) against a double reference of the bf16 weights, and against the F32 linear on the
 // widened weights; bias and accumulate; weights at a 2-byte offset; thread-count independent bits;
+// a row's bits the same alone (N = 1) as in a batch;
 // embedding_forward with a BF16 table.
 //
 // Tolerance: the op sums I products in f32, whose rounding error grows with Σ_e |x_e||w_e| rather
@@ -154,6 +155,24 @@ TEST(LinearBf16, ThreadCountDoesNotChangeBits) {
     omp_set_num_threads(omp_get_num_procs());
     EXPECT_EQ(one, three) << "N" << N;
   }
+}
+
+// Each row of a batched GEMV (N ≤ 16, the row-block kernel) has the bits of the same input run
+// alone (N = 1, the single-stream kernel): a sequence's logits do not depend on its batch. Row
+// lengths cover the SIMD tails (multiples of 8, 16 and 32 and neither).
+TEST(LinearBf16, OneInputGivesTheBitsOfItsRowInABatch) {
+  for (int64_t I : {1, 15, 16, 31, 32, 40, 48, 257, 1000})
+    for (int64_t N : {2, 5, 16}) {
+      Case batch(N, 37, I, 900 + I);
+      const auto all = batch.run(true, true);
+      for (int64_t n = 0; n < N; ++n) {
+        Case one(1, 37, I, 900 + I);
+        one.x.assign(batch.x.begin() + n * I, batch.x.begin() + (n + 1) * I);
+        one.y0.assign(batch.y0.begin() + n * 37, batch.y0.begin() + (n + 1) * 37);
+        const std::vector<float> row(all.begin() + n * 37, all.begin() + (n + 1) * 37);
+        EXPECT_EQ(one.run(true, true), row) << "I" << I << " N" << N << " row " << n;
+      }
+    }
 }
 
 TEST(EmbeddingBf16, GathersWidenedRows) {

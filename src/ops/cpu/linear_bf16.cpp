@@ -2,12 +2,18 @@
 // x, y, b f32, w bf16 as stored (possibly mmap'd, only 2-byte aligned). Arithmetic is f32 with
 // f32 accumulation; widening bf16 → f32 is exact.
 //
-// Two regimes:
-// - N ≤ kStreamMaxN (decode): a streaming GEMV. Each thread owns a static block of output rows
-//   and reads each weight row once from memory for all N inputs: kRows rows are widened in
-//   registers per step and multiplied into up to 4 inputs at a time (more inputs re-read the rows
-//   from L1). Several independent accumulators hide the FMA latency; the loop is bound by memory
-//   bandwidth, which is the point (weights are read once per token).
+// Three regimes:
+// - N = 1 (decode of one sequence): each thread owns a range of consecutive rows, i.e. one
+//   sequential stream, read row after row with no software prefetch (the hardware stream
+//   prefetcher does best on a single stream; a prefetch one row ahead cost 5–15% here). Ranges
+//   are split into 64 KB chunks that a thread done early takes from the others' ends
+//   (ops/cpu/stealing.h).
+// - 1 < N ≤ kStreamMaxN (batched decode): a streaming GEMV. Each thread owns a static block of
+//   output rows and reads each weight row once from memory for all N inputs: kRows rows are
+//   widened in registers per step and multiplied into up to 4 inputs at a time (more inputs
+//   re-read the rows from L1), with a software prefetch of the next row block (kRows streams
+//   defeat the hardware prefetcher). Several independent accumulators hide the FMA latency; the
+//   loops are bound by memory bandwidth, which is the point (weights are read once per token).
 // - N > kStreamMaxN (prefill): tiles of w (up to kScratchBytes of f32, so few and large) are
 //   widened into a reused thread-local f32 scratch and multiplied by sgemm (OpenBLAS, threaded
 //   inside) into y's columns (ldc = O); the widening of a tile is split over OpenMP threads. Few
@@ -20,11 +26,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/dtype.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/stealing.h"
 
 namespace zaya::ops {
 
@@ -32,7 +40,10 @@ namespace {
 
 constexpr int64_t kStreamMaxN = 16;  // above: widening + sgemm is faster than the GEMV
 constexpr int64_t kScratchBytes = int64_t(32) << 20;  // prefill tile: ≤ 32 MB of widened rows
-constexpr int kMaxInputs = 4;  // inputs per pass over a row block (register budget)
+constexpr int kMaxInputs = 4;
+constexpr int64_t kStealChunkBytes = int64_t(64)
+                                     << 10;  // N = 1: weight bytes per claimed chunk  // inputs per
+                                             // pass over a row block (register budget)
 
 // One SIMD vector of f32 lanes and the few operations the kernels need.
 #if defined(__AVX512F__)
@@ -147,10 +158,12 @@ void dot_block(float* out, const uint16_t* w, const uint16_t* next, const float*
 #else
   for (int i = 0; i < R * NB; ++i) out[i] = 0.0f;
 #endif
-  for (; e < I; ++e)  // the tail (everything without SIMD)
+  // The tail (everything without SIMD), with explicit FMAs: whether the compiler contracts a
+  // plain a += w·x depends on how it vectorised the loop, and dot_row must give the same bits.
+  for (; e < I; ++e)
     for (int r = 0; r < R; ++r) {
       const float wv = bf16_to_f32(w[r * I + e]);
-      for (int n = 0; n < NB; ++n) out[r * NB + n] += wv * x[n * I + e];
+      for (int n = 0; n < NB; ++n) out[r * NB + n] = std::fma(wv, x[n * I + e], out[r * NB + n]);
     }
 }
 
@@ -191,16 +204,41 @@ void gemv_rows(float* y_NO, const float* x_NI, const uint16_t* w_OI, const float
   }
 }
 
+// w[0, :]·x for one row, in exactly dot_block's order (so a sequence's logits do not depend on
+// whether it decodes alone or in a batch): two accumulators, one per half of a 64-byte line.
+float dot_row(const uint16_t* w, const float* x, int64_t I) {
+  int64_t e = 0;
+  float s = 0.0f;
+#if ZAYA_BF16_SIMD
+  Vec a = zero(), b = zero();
+  for (; e + 2 * kW <= I; e += 2 * kW) {
+    a = fmadd(load_bf16(w + e), load_f32(x + e), a);
+    b = fmadd(load_bf16(w + e + kW), load_f32(x + e + kW), b);
+  }
+  a = add(a, b);
+  for (; e + kW <= I; e += kW) a = fmadd(load_bf16(w + e), load_f32(x + e), a);
+  s = hsum(a);
+#endif
+  for (; e < I; ++e) s = std::fma(bf16_to_f32(w[e]), x[e], s);  // as dot_block's tail
+  return s;
+}
+
+void gemv_one_input(float* y_O, const float* x_I, const uint16_t* w_OI, const float* b_O, int64_t O,
+                    int64_t I, bool accumulate) {
+  const int64_t rows = kStealChunkBytes / std::max<int64_t>(1, 2 * I);
+  for_chunks_stealing(O, rows, O * I > kParallelMin, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const float base = (accumulate ? y_O[o] : 0.0f) + (b_O ? b_O[o] : 0.0f);
+      y_O[o] = base + dot_row(w_OI + o * I, x_I, I);
+    }
+  });
+}
+
 // Streaming GEMV: static blocks of kRows rows per thread, leftover rows one at a time.
 void gemv(float* y_NO, const float* x_NI, const uint16_t* w_OI, const float* b_O, int64_t N,
           int64_t O, int64_t I, bool accumulate) {
   // Rows per step: kRows × kMaxInputs accumulators stay in registers (32 zmm / 16 ymm).
   constexpr int64_t kRows = kW == 16 ? 4 : 2;
-  if (N == 1) {  // one input: rows one after another are a single sequential stream
-#pragma omp parallel for schedule(static) if (O * I > kParallelMin)
-    for (int64_t o = 0; o < O; ++o) gemv_rows<1>(y_NO, x_NI, w_OI, b_O, N, O, I, o, accumulate);
-    return;
-  }
   const int64_t blocks = (O + kRows - 1) / kRows;
 #pragma omp parallel for schedule(static) if (O * I > kParallelMin)
   for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -252,7 +290,9 @@ void widen_bf16(float* dst, const uint16_t* src, int64_t n) {
 void linear_bf16_forward(float* y_NO, const float* x_NI, const uint16_t* w_OI, const float* b_O,
                          int64_t N, int64_t O, int64_t I, bool accumulate) {
   if (N == 0 || O == 0) return;
-  if (N <= kStreamMaxN || I == 0) {  // (sgemm rejects k = 0 strides)
+  if (N == 1) {
+    gemv_one_input(y_NO, x_NI, w_OI, b_O, O, I, accumulate);
+  } else if (N <= kStreamMaxN || I == 0) {  // (sgemm rejects k = 0 strides)
     gemv(y_NO, x_NI, w_OI, b_O, N, O, I, accumulate);
   } else {
     widened_gemm(y_NO, x_NI, w_OI, b_O, N, O, I, accumulate);
