@@ -187,18 +187,12 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
 }
 
 int64_t InferModel::active_weight_bytes() const {
-  int64_t bytes = int64_t(embed.nbytes());                                          // LM head
-  bytes += int64_t(embed.nbytes() / size_t(std::max<int64_t>(1, embed.shape[0])));  // one row
+  int64_t bytes = total_weight_bytes();  // the embedding table counts once: the LM head reads it
+  bytes += int64_t(embed.nbytes() / size_t(std::max<int64_t>(1, embed.shape[0])));  // + one row
   for (const InferLayer& l : layers) {
-    const InferAttention& a = l.attn;
-    if (a.wq.defined()) {
-      bytes +=
-          int64_t(a.wq.nbytes() + a.wk.nbytes() + a.wv1.nbytes() + a.wv2.nbytes() + a.wo.nbytes());
-      continue;
-    }
     const InferMoe& e = l.moe;
-    bytes += int64_t(e.down_w.nbytes() + e.m1_w.nbytes() + e.m2_w.nbytes() + e.m3_w.nbytes());
-    if (!e.fc1.empty()) bytes += int64_t(e.fc1[0].nbytes() + e.fc2[0].nbytes());
+    if (e.fc1.size() > 1)  // − the experts the token is not routed to
+      bytes -= int64_t(e.fc1.size() - 1) * int64_t(e.fc1[0].nbytes() + e.fc2[0].nbytes());
   }
   return bytes;
 }

@@ -58,8 +58,9 @@ class InferModel {
   const std::string& source() const { return source_; }
   DType matrix_dtype() const { return matrix_dtype_; }  // BF16 if any matrix is BF16, else F32
 
-  // Bytes of weights one decode token reads: every attention matrix, the router and one expert per
-  // MoE layer, the LM head (the whole tied embedding) and one embedding row.
+  // Bytes of weights one decode token reads: every weight (attention and its conv, norms, residual
+  // scales, the router) but the experts it is not routed to (one of each layer's is read), the
+  // LM head (the whole tied embedding) and one embedding row.
   int64_t active_weight_bytes() const;
   // Bytes of all weights held (mapped or owned).
   int64_t total_weight_bytes() const;

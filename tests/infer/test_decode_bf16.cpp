@@ -106,5 +106,26 @@ TEST(DecodeBf16, CheckpointIsUsedFromItsMapping) {
   EXPECT_EQ(decode_all(mapped, ids, 3), decode_all(copied, ids, 3));  // same bits
 }
 
+// A decode token reads every weight except the experts it is not routed to, plus the embedding
+// row it looks up: counted here from the config's parameter layout.
+TEST(InferModelBytes, ActiveBytesAreEveryWeightButTheUnusedExperts) {
+  const ZayaConfig c = load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+  const ParamLayout layout = make_param_layout(c);
+  int64_t unused = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    if (!c.is_attention(i)) {
+      const int64_t F = c.ffn_hidden_size_list[size_t(i)], D = c.hidden_size;
+      unused += (c.num_experts(i) - 1) * (F * D + D * F / 2);
+    }
+  const InferModel f32 = InferModel::random(c, 1, DType::F32);
+  EXPECT_EQ(f32.total_weight_bytes(), int64_t(layout.total * sizeof(float)));
+  EXPECT_EQ(f32.active_weight_bytes(),
+            int64_t(sizeof(float)) * (int64_t(layout.total) - unused + c.hidden_size));
+  // BF16 matrices halve the matrix bytes; vectors (norms, biases, conv) stay F32.
+  const InferModel bf16 = InferModel::random(c, 1, DType::BF16);
+  EXPECT_LT(bf16.active_weight_bytes(), f32.active_weight_bytes());
+  EXPECT_GT(2 * bf16.active_weight_bytes(), f32.active_weight_bytes());
+}
+
 }  // namespace
 }  // namespace zaya
