@@ -1,6 +1,7 @@
 // InferModel loading: every tensor of the one parameter list (model/param_layout.h) is resolved to
-// a view — of the file mapping (F32/BF16 matrices), of an in-memory Model, or of an owned copy
-// (vectors widened to F32, F16/F64 matrices converted, BF16 conversions of an F32 model).
+// a view — of the file mapping (F32/BF16 matrices and conv weights), of an in-memory Model, or of
+// an owned copy (vectors widened to F32, F16/F64 matrices converted, BF16 conversions of an F32
+// model).
 #include "infer/infer_model.h"
 
 #include <algorithm>
@@ -19,8 +20,11 @@ namespace zaya {
 
 namespace {
 
-bool is_matrix(ParamKind k) {
-  return k == ParamKind::Matrix || k == ParamKind::Expert || k == ParamKind::Embedding;
+// Weights kept in their stored dtype (F32 or BF16): matrices, experts, the embedding and the conv
+// weights. Vectors (norms, biases, scales) are widened to F32.
+bool keeps_dtype(ParamKind k) {
+  return k == ParamKind::Matrix || k == ParamKind::Expert || k == ParamKind::Embedding ||
+         k == ParamKind::Conv;
 }
 
 Tensor shaped(void* data, DType t, const std::vector<int64_t>& shape) {
@@ -110,7 +114,7 @@ InferModel InferModel::load_dir(const std::string& dir) {
     }
     const auto addr = reinterpret_cast<uintptr_t>(info->data);
     // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned.
-    if (is_matrix(s.kind) &&
+    if (keeps_dtype(s.kind) &&
         (info->dtype == DType::BF16 || (info->dtype == DType::F32 && addr % alignof(float) == 0))) {
       any_bf16 |= info->dtype == DType::BF16;
       return shaped(const_cast<void*>(info->data), info->dtype, s.shape);
@@ -135,7 +139,7 @@ InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
   m.matrix_dtype_ = matrix_dtype;
   Resolve resolve = [&](const ParamSpec& s) -> Tensor {
     const Tensor f32 = src.param(s.name);
-    if (!is_matrix(s.kind) || matrix_dtype == DType::F32) return f32;
+    if (!keeps_dtype(s.kind) || matrix_dtype == DType::F32) return f32;
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(uint16_t));
     m.owned_.push_back(buf);
     auto* out = static_cast<uint16_t*>(buf->data());
@@ -159,7 +163,7 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
   const double half_width = std * std::sqrt(3.0);  // uniform on [−a, a] has std a/√3
   uint64_t stream = 0;
   Resolve resolve = [&](const ParamSpec& s) -> Tensor {
-    const DType t = is_matrix(s.kind) ? matrix_dtype : DType::F32;
+    const DType t = keeps_dtype(s.kind) ? matrix_dtype : DType::F32;
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * dtype_size(t));
     m.owned_.push_back(buf);
     const CounterRng rng{seed, stream++};

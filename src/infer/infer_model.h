@@ -20,10 +20,11 @@ class Model;
 class SafeTensors;
 
 struct InferAttention {
-  Tensor wq, wk;    // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
-  Tensor wv1, wv2;  // [Hk·d/2, D] each: current / previous token values
-  Tensor wo;        // [D, Hq·d]
-  Tensor conv0_w, conv0_b, conv1_w, conv1_b, temp;  // F32: [C,1,2], [C], [C,d,2], [C], [Hk]
+  Tensor wq, wk;                  // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
+  Tensor wv1, wv2;                // [Hk·d/2, D] each: current / previous token values
+  Tensor wo;                      // [D, Hq·d]
+  Tensor conv0_w, conv1_w;        // [C,1,2], [C,d,2]              (F32 or BF16)
+  Tensor conv0_b, conv1_b, temp;  // F32: [C], [C], [Hk]
 };
 
 struct InferMoe {

@@ -181,7 +181,7 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
 // consecutive positions of one sequence; state[2,C] holds the two raw columns before them
 // (u_{t−2}, u_{t−1}; zeros at the sequence start, which reproduces y_{−1} = b0) and is advanced in
 // place to the last two columns of [state ; u]. z[L,C] equals cca_conv_forward's rows for those
-// positions. F32 only.
+// positions. F32 activations; w0 and w1 F32 or BF16.
 void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u, const Tensor& w0,
                            const Tensor& b0, const Tensor& w1, const Tensor& b1);
 

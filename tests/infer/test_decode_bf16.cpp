@@ -23,9 +23,10 @@ namespace {
 
 constexpr double kDecodeRel = 1e-5;
 
-bool is_matrix(const ParamSpec& s) {
+// The weights a bf16 InferModel keeps in bf16 (the rest is widened to F32).
+bool keeps_dtype(const ParamSpec& s) {
   return s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert ||
-         s.kind == ParamKind::Embedding;
+         s.kind == ParamKind::Embedding || s.kind == ParamKind::Conv;
 }
 
 std::string case_dir(const char* name) {
@@ -52,7 +53,7 @@ TEST(DecodeBf16, MatchesTheRoundedF32Model) {
     const Model m = Model::load_dir(case_dir(name));
     Model rounded = Model::load_dir(case_dir(name));
     for (const ParamSpec& s : rounded.layout().specs) {
-      if (!is_matrix(s)) continue;
+      if (!keeps_dtype(s)) continue;
       float* p = rounded.params() + s.offset;
       for (int64_t k = 0; k < s.numel(); ++k) p[k] = bf16_to_f32(f32_to_bf16(p[k]));
     }
@@ -77,12 +78,12 @@ TEST(DecodeBf16, CheckpointIsUsedFromItsMapping) {
   const Model m = Model::load_dir(case_dir("tiny_a"));
   test::ScratchDir dir;
   std::filesystem::copy_file(case_dir("tiny_a") + "/config.json", dir / "config.json");
-  // Matrices as BF16, vectors as F32: the usual layout of a bf16 Hugging Face checkpoint.
+  // Matrices and conv weights as BF16, vectors as F32 (any mix loads: vectors are widened).
   std::vector<std::vector<uint16_t>> halves;
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const ParamSpec& s : m.layout().specs) {
     Tensor t = m.param(s.name);
-    if (is_matrix(s)) {
+    if (keeps_dtype(s)) {
       halves.emplace_back(size_t(s.numel()));
       for (int64_t k = 0; k < s.numel(); ++k)
         halves.back()[size_t(k)] = f32_to_bf16(t.ptr<float>()[k]);
@@ -97,6 +98,7 @@ TEST(DecodeBf16, CheckpointIsUsedFromItsMapping) {
   EXPECT_EQ(mapped.matrix_dtype(), DType::BF16);
   EXPECT_EQ(mapped.embed.dtype, DType::BF16);
   EXPECT_EQ(mapped.layers[0].attn.wq.dtype, DType::BF16);
+  EXPECT_EQ(mapped.layers[0].attn.conv1_w.dtype, DType::BF16);
   EXPECT_EQ(mapped.layers[0].input_norm.dtype, DType::F32);
   // Matrices point into the file mapping, so the process holds no widened copy of them.
   const InferModel copied = InferModel::from_model(m, DType::BF16);

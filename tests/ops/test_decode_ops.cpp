@@ -1,12 +1,14 @@
 // Decoding ops: cca_conv_step_forward continued over random chunkings equals cca_conv_forward (and
 // the spec §4.2 double reference) row for row, including chunks of 1 and 2 and the zero start
 // state; attention_cached_forward equals attention_forward's last L rows and a double softmax
-// reference for several S, L and GQA ratios; both are thread-count independent bitwise.
+// reference for several S, L and GQA ratios; both are thread-count independent bitwise; BF16 conv
+// weights give the F32 result on the same values.
 #include <omp.h>
 
 #include <cmath>
 #include <string>
 
+#include "core/dtype.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -27,9 +29,23 @@ struct ConvCase {
     w1 = randn<float>(C * d * 2, seed + 3, 1.0 / std::sqrt(2.0 * d));
     b1 = randn<float>(C, seed + 4, 0.5);
   }
-  Tensor w0_t() { return Tensor(w0.data(), {C, 1, 2}); }
+  // With `bf16`, the conv weights are passed as BF16 copies (see use_bf16_weights).
+  bool bf16 = false;
+  std::vector<uint16_t> w0h, w1h;
+  Tensor w0_t() {
+    return bf16 ? Tensor(w0h.data(), DType::BF16, {C, 1, 2}) : Tensor(w0.data(), {C, 1, 2});
+  }
   Tensor b0_t() { return Tensor(b0.data(), {C}); }
-  Tensor w1_t() { return Tensor(w1.data(), {C, d, 2}); }
+  Tensor w1_t() {
+    return bf16 ? Tensor(w1h.data(), DType::BF16, {C, d, 2}) : Tensor(w1.data(), {C, d, 2});
+  }
+  // Rounds w0 and w1 to bf16 in place (so the F32 case holds the same values) and keeps the bf16.
+  void round_weights_to_bf16() {
+    for (auto [f, h] : {std::pair{&w0, &w0h}, std::pair{&w1, &w1h}}) {
+      h->resize(f->size());
+      for (size_t i = 0; i < f->size(); ++i) (*f)[i] = bf16_to_f32((*h)[i] = f32_to_bf16((*f)[i]));
+    }
+  }
   Tensor b1_t() { return Tensor(b1.data(), {C}); }
 };
 
@@ -201,6 +217,32 @@ TEST(CcaConvStep, ThreadCountDoesNotChangeBits) {
   const auto three = conv_chunked(p, {2, 1, 2});
   omp_set_num_threads(omp_get_num_procs());
   EXPECT_EQ(one, three);
+}
+
+// BF16 conv weights (a bf16 model's, kept as stored) give the F32 op's result on the same values,
+// for single steps, short chunks and a prefill chunk above 16 positions (the widened-tile path).
+TEST(CcaConvStep, Bf16WeightsMatchF32OnTheSameValues) {
+  for (auto [groups, d] : {std::pair<int64_t, int64_t>{3, 16}, {2, 40}, {10, 128}}) {
+    ConvCase p(41, groups, d, 123 + d);
+    p.round_weights_to_bf16();
+    for (const std::vector<int64_t>& chunks :
+         {std::vector<int64_t>(41, 1), std::vector<int64_t>{2, 1, 17, 21},
+          std::vector<int64_t>{41}}) {
+      p.bf16 = false;
+      const auto f32 = conv_chunked(p, chunks);
+      p.bf16 = true;
+      const auto bf16 = conv_chunked(p, chunks);
+      expect_close(bf16, f32, kOpAbs, kOpRel,
+                   ("d" + std::to_string(d) + " chunks " + std::to_string(chunks.size())).c_str());
+    }
+    p.bf16 = true;  // thread-count independent bits with BF16 weights too
+    omp_set_num_threads(1);
+    const auto one = conv_chunked(p, {1, 2, 38});
+    omp_set_num_threads(3);
+    const auto three = conv_chunked(p, {1, 2, 38});
+    omp_set_num_threads(omp_get_num_procs());
+    EXPECT_EQ(one, three) << "d" << d;
+  }
 }
 
 TEST(AttentionCached, MatchesAttentionForwardRowsAndReference) {

@@ -1,5 +1,6 @@
 // cca_conv_step_forward on the CPU: the two-stage CCA conv (spec §4.2) continued from a carried
-// state, for decoding (spec §4.8). F32 only; no backward.
+// state, for decoding (spec §4.8). Activations F32; the conv weights F32 or BF16 (a bf16 model's
+// conv weights stay bf16, like its matrices); no backward.
 //
 // Legend: L new positions, C channels, d group width, G = C/d groups. The chunk's raw columns are
 // ext = [s0 ; s1 ; u_0 … u_{L−1}] (s0 = u_{−2}, s1 = u_{−1} relative to the chunk, zeros at the
@@ -8,13 +9,15 @@
 // so a zero state gives y_{−1} = b0, exactly cca_conv_forward's padding row. Stage 1:
 //   z_t[c] = b1[c] + Σ_i w1[c,i,0]·y_{t−1}[g·d+i] + w1[c,i,1]·y_t[g·d+i],  g = ⌊c/d⌋.
 // Stage 1 reads w1[c] in its stored order against the interleaved pair (y_{t−1}[i], y_t[i]), so a
-// decode step needs no transposed copy of w1. The sum order differs from cca_conv_forward's (equal
-// to rounding, not bitwise). Outputs are split over channels; each z element is one task's
-// fixed-order sum, so bits do not depend on the thread count.
+// decode step needs no transposed copy of w1; with BF16 weights stage 1 of a group is the bf16
+// GEMV (linear_bf16_forward) over the group's [d, 2d] rows. The sum order differs from
+// cca_conv_forward's (equal to rounding, not bitwise). Groups are split over threads; each z
+// element is one task's fixed-order sum, so bits do not depend on the thread count.
 #include <algorithm>
 #include <vector>
 
 #include "ops/check.h"
+#include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
 #include "ops/ops.h"
 
@@ -36,34 +39,64 @@ inline float dot_lanes(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// z[L,C]; state[2,C] advanced in place; u[L,C]; w0[C,2], b0[C], w1[C,d,2], b1[C].
-void step_forward(float* z_LC, float* state_2C, const float* u_LC, const float* w0_C2,
-                  const float* b0_C, const float* w1_Cd2, const float* b1_C, int64_t L, int64_t C,
+// Stage 1 of one group g for all L positions: z_g[L,d] = b1_g + pair_g[L,2d] · w1_gᵀ, w1_g the
+// group's rows of w1 viewed as [d, 2d] (F32: fixed-lane dot products; BF16: the bf16 GEMV).
+void stage1_group(float* zg_Ld, const float* pair_L2d, const Tensor& w1, const float* b1_d,
+                  int64_t g, int64_t L, int64_t d) {
+  if (w1.dtype == DType::BF16) {
+    linear_bf16_forward(zg_Ld, pair_L2d, w1.ptr<uint16_t>() + g * d * 2 * d, b1_d, L, d, 2 * d,
+                        false);
+    return;
+  }
+  const float* w = w1.ptr<float>() + g * d * 2 * d;
+  for (int64_t t = 0; t < L; ++t)
+    for (int64_t i = 0; i < d; ++i)
+      zg_Ld[t * d + i] = b1_d[i] + dot_lanes(w + i * 2 * d, pair_L2d + t * 2 * d, 2 * d);
+}
+
+// z[L,C]; state[2,C] advanced in place; u[L,C]; w0[C,2], b0[C], w1[C,d,2], b1[C] (w0 and w1 F32
+// or BF16, the rest F32).
+void step_forward(float* z_LC, float* state_2C, const float* u_LC, const Tensor& w0,
+                  const float* b0_C, const Tensor& w1, const float* b1_C, int64_t L, int64_t C,
                   int64_t d) {
   auto ext = [&](int64_t r) {  // row r of [state ; u]
     return r < 2 ? state_2C + r * C : u_LC + (r - 2) * C;
   };
-  // pair_LCd2[t][g·d+i][k] = y_{t−1+k}[g·d+i]: the stage-1 input of position t, laid out like
-  // w1[c, i, k] so each output channel is one contiguous dot product of length 2d.
-  std::vector<float> y((L + 1) * C), pair(L * C * 2);
+  std::vector<float> w0_wide;  // stage 0's 2C weights in f32
+  const float* w0_C2 = w0.dtype == DType::F32 ? w0.ptr<float>() : nullptr;
+  if (!w0_C2) {
+    w0_wide.resize(size_t(2 * C));
+    widen_bf16(w0_wide.data(), w0.ptr<uint16_t>(), 2 * C);
+    w0_C2 = w0_wide.data();
+  }
+  // pair_GL2d[g][t][i][k] = y_{t−1+k}[g·d+i]: the stage-1 input of position t for group g, laid
+  // out like w1[c, i, k] so each output channel is one contiguous dot product of length 2d.
+  const int64_t G = C / d;
+  std::vector<float> y((L + 1) * C), pair(L * C * 2), zg(L == 1 ? 0 : L * C);
   for (int64_t r = 0; r <= L; ++r) {  // y row r = position j = r − 1
     const float* a = ext(r);
     const float* b = ext(r + 1);
     float* yr = y.data() + r * C;
     for (int64_t c = 0; c < C; ++c) yr[c] = b0_C[c] + w0_C2[2 * c] * a[c] + w0_C2[2 * c + 1] * b[c];
   }
-  for (int64_t t = 0; t < L; ++t)
-    for (int64_t c = 0; c < C; ++c) {
-      pair[(t * C + c) * 2 + 0] = y[t * C + c];
-      pair[(t * C + c) * 2 + 1] = y[(t + 1) * C + c];
-    }
-#pragma omp parallel for schedule(static) if (L * C * d > kParallelMin)
-  for (int64_t c = 0; c < C; ++c) {
-    const int64_t g = c / d;
-    const float* wc = w1_Cd2 + c * d * 2;
+  for (int64_t g = 0; g < G; ++g)
     for (int64_t t = 0; t < L; ++t)
-      z_LC[t * C + c] = b1_C[c] + dot_lanes(wc, pair.data() + (t * C + g * d) * 2, 2 * d);
-  }
+      for (int64_t i = 0; i < d; ++i) {
+        float* p = pair.data() + ((g * L + t) * d + i) * 2;
+        p[0] = y[t * C + g * d + i];
+        p[1] = y[(t + 1) * C + g * d + i];
+      }
+  // One position writes z directly (its group rows are contiguous); more go through zg[G][L][d].
+  float* out = L == 1 ? z_LC : zg.data();
+  // (BF16 prefill chunks, L > 16, go to widened sgemm tiles, which are threaded inside.)
+#pragma omp parallel for schedule(static) if (L * C * d > kParallelMin && \
+                                              (w1.dtype == DType::F32 || L <= 16))
+  for (int64_t g = 0; g < G; ++g)
+    stage1_group(out + g * L * d, pair.data() + g * L * 2 * d, w1, b1_C + g * d, g, L, d);
+  if (L > 1)
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t t = 0; t < L; ++t)
+        std::copy_n(zg.data() + (g * L + t) * d, d, z_LC + t * C + g * d);
   // The new state is the last two rows of [state ; u] (rows L and L+1); row L may be state row 1
   // when L = 1, so copy in increasing row order.
   std::vector<float> last(2 * C);
@@ -81,7 +114,11 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
               "cca_conv_step_forward: every tensor is required");
   ZAYA_ASSERT(u.dtype == DType::F32, "cca_conv_step_forward: F32 only, got {}",
               dtype_name(u.dtype));
-  check_float(u, z, state, w0, b0, w1, b1);
+  check_float(u, z, state, b0, b1);
+  for (const Tensor* w : {&w0, &w1})
+    ZAYA_ASSERT(w->dtype == DType::F32 || w->dtype == DType::BF16,
+                "cca_conv_step_forward: conv weights are F32 or BF16, got {}",
+                dtype_name(w->dtype));
   ZAYA_ASSERT(u.ndim == 2, "cca_conv_step_forward: u must be [L,C], got {}", u.shape_str());
   const int64_t L = u.size(0), C = u.size(1);
   ZAYA_ASSERT(
@@ -93,8 +130,8 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
   check_numel(b0, C, "cca_conv_step_forward: b0 [C]");
   check_numel(b1, C, "cca_conv_step_forward: b1 [C]");
   if (L == 0) return;
-  step_forward(z.ptr<float>(), state.ptr<float>(), u.ptr<float>(), w0.ptr<float>(), b0.ptr<float>(),
-               w1.ptr<float>(), b1.ptr<float>(), L, C, w1.size(1));
+  step_forward(z.ptr<float>(), state.ptr<float>(), u.ptr<float>(), w0, b0.ptr<float>(), w1,
+               b1.ptr<float>(), L, C, w1.size(1));
 }
 
 }  // namespace zaya::ops
