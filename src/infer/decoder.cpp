@@ -79,6 +79,7 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
   const ZayaConfig& c = m_.config();
   const int64_t D = c.hidden_size, V = c.vocab_size;
   const float eps = float(c.norm_epsilon);
+  weight_bytes_read_ = 0;
   int64_t N = 0;
   for (const DecodeItem& it : items) {
     ZAYA_ASSERT(!it.tokens.empty(), "decode item without tokens");
@@ -121,6 +122,8 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
          r_free = scratch(kR1, DType::F32, {N * R_max});
   Tensor rprev;  // post-EDA router state of the previous MoE sub-layer
 
+  weight_bytes_read_ =
+      m_.dense_weight_bytes() + N * int64_t(m_.embed.nbytes() / size_t(m_.embed.shape[0]));
   ops::embedding_forward(o, ids, m_.embed);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const InferLayer& l = m_.layers[size_t(i)];
@@ -271,6 +274,7 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
     const std::vector<int64_t>& tok_M = tokens[size_t(ex)];
     const int64_t M = int64_t(tok_M.size());
     if (M == 0) continue;
+    weight_bytes_read_ += int64_t(e.fc1[size_t(ex)].nbytes() + e.fc2[size_t(ex)].nbytes());
     const Tensor x_MD = scratch(kXe, DType::F32, {M, D}), gu_MF = scratch(kGu, DType::F32, {M, F});
     const Tensor act_MH = scratch(kAct, DType::F32, {M, H}), f_MD = scratch(kF, DType::F32, {M, D});
     for (int64_t m = 0; m < M; ++m)

@@ -26,6 +26,9 @@ class Decoder {
   // writes logits[rows, V] (F32): one row per item (its last token), or with all_positions one row
   // per token, item by item.
   void forward(std::span<const DecodeItem> items, const Tensor& logits, bool all_positions = false);
+  // Bytes of weights the last forward read: every weight but the experts, the embedding rows of
+  // its tokens, and each expert that at least one token was routed to (once, for all of them).
+  int64_t weight_bytes_read() const { return weight_bytes_read_; }
 
  private:
   void attention(int64_t i, std::span<const DecodeItem> items, const Tensor& x, const Tensor& out);
@@ -37,6 +40,7 @@ class Decoder {
   std::vector<int64_t> pos_;                         // position of every token of the current call
   Tensor cos_, sin_;                                 // RoPE tables, one row per token of the call
   std::vector<std::vector<int64_t>> expert_tokens_;  // per class: the tokens routed to it
+  int64_t weight_bytes_read_ = 0;
 };
 
 }  // namespace zaya

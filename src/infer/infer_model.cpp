@@ -191,13 +191,17 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
 }
 
 int64_t InferModel::active_weight_bytes() const {
-  int64_t bytes = total_weight_bytes();  // the embedding table counts once: the LM head reads it
-  bytes += int64_t(embed.nbytes() / size_t(std::max<int64_t>(1, embed.shape[0])));  // + one row
-  for (const InferLayer& l : layers) {
-    const InferMoe& e = l.moe;
-    if (e.fc1.size() > 1)  // − the experts the token is not routed to
-      bytes -= int64_t(e.fc1.size() - 1) * int64_t(e.fc1[0].nbytes() + e.fc2[0].nbytes());
-  }
+  int64_t bytes = dense_weight_bytes() + int64_t(embed.nbytes() / size_t(embed.shape[0]));
+  for (const InferLayer& l : layers)
+    if (!l.moe.fc1.empty()) bytes += int64_t(l.moe.fc1[0].nbytes() + l.moe.fc2[0].nbytes());
+  return bytes;
+}
+
+int64_t InferModel::dense_weight_bytes() const {
+  int64_t bytes = total_weight_bytes();
+  for (const InferLayer& l : layers)
+    for (size_t e = 0; e < l.moe.fc1.size(); ++e)
+      bytes -= int64_t(l.moe.fc1[e].nbytes() + l.moe.fc2[e].nbytes());
   return bytes;
 }
 

@@ -59,10 +59,14 @@ class InferModel {
   const std::string& source() const { return source_; }
   DType matrix_dtype() const { return matrix_dtype_; }  // BF16 if any matrix is BF16, else F32
 
-  // Bytes of weights one decode token reads: every weight (attention and its conv, norms, residual
-  // scales, the router) but the experts it is not routed to (one of each layer's is read), the
-  // LM head (the whole tied embedding) and one embedding row.
+  // Bytes of weights one decode token reads when it is routed to an expert in every MoE layer:
+  // every weight (attention and its conv, norms, residual scales, the router, the LM head, i.e.
+  // the whole tied embedding) but the experts it is not routed to, plus one embedding row. What a
+  // step really reads is Decoder::weight_bytes_read() (tokens routed to the skip class read no
+  // expert; a batch may read several).
   int64_t active_weight_bytes() const;
+  // Bytes of every weight but the experts (the embedding table counted once).
+  int64_t dense_weight_bytes() const;
   // Bytes of all weights held (mapped or owned).
   int64_t total_weight_bytes() const;
 
