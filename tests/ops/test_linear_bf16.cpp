@@ -1,7 +1,7 @@
-// linear_forward with BF16 weights (both regimes: the streaming GEMV for N ≤ 16 and widened tiles
-// + sgemm above) against a double reference of the bf16 weights, and against the F32 linear on the
-// widened weights; bias and accumulate; weights at a 2-byte offset; thread-count independent bits;
-// a row's bits the same alone (N = 1) as in a batch;
+// linear_forward with BF16 weights (all regimes: the one-input GEMV, the streaming GEMV for
+// 1 < N ≤ 128 and widened tiles + sgemm above) against a double reference of the bf16 weights, and
+// against the F32 linear on the widened weights; bias and accumulate; weights at a 2-byte offset;
+// thread-count independent bits; a row's bits the same alone (N = 1) as in a batch;
 // embedding_forward with a BF16 table.
 //
 // Tolerance: the op sums I products in f32, whose rounding error grows with Σ_e |x_e||w_e| rather
@@ -124,7 +124,7 @@ TEST(LinearBf16, LongRows) {
 
 // Against the F32 op on the widened weights (same contract, sgemm on f32 weights).
 TEST(LinearBf16, MatchesF32LinearOnWidenedWeights) {
-  for (int64_t N : {1, 3, 16, 17, 64}) {
+  for (int64_t N : {1, 3, 16, 17, 64, 128, 129}) {
     Case c(N, 257, 31, 77 + N);
     std::vector<float> wf(c.O * c.I);
     for (int64_t i = 0; i < c.O * c.I; ++i) wf[i] = c.wf(i);

@@ -8,17 +8,19 @@
 //   prefetcher does best on a single stream; a prefetch one row ahead cost 5–15% here). Ranges
 //   are split into 64 KB chunks that a thread done early takes from the others' ends
 //   (ops/cpu/stealing.h).
-// - 1 < N ≤ kStreamMaxN (batched decode): a streaming GEMV. Each thread owns a static block of
-//   output rows and reads each weight row once from memory for all N inputs: kRows rows are
-//   widened in registers per step and multiplied into up to 4 inputs at a time (more inputs
-//   re-read the rows from L1), with a software prefetch of the next row block (kRows streams
-//   defeat the hardware prefetcher). Several independent accumulators hide the FMA latency; the
-//   loops are bound by memory bandwidth, which is the point (weights are read once per token).
-// - N > kStreamMaxN (prefill): tiles of w (up to kScratchBytes of f32, so few and large) are
-//   widened into a reused thread-local f32 scratch and multiplied by sgemm (OpenBLAS, threaded
-//   inside) into y's columns (ldc = O); the widening of a tile is split over OpenMP threads. Few
-//   large tiles matter: OpenBLAS's pthreads and a just-finished OpenMP team both spin for a while,
-//   and alternating them hundreds of times per call on a busy machine was ~30× slower.
+// - 1 < N ≤ kStreamMaxN (batched decode, prompt chunks): a streaming GEMV. Each thread owns a
+//   static block of output rows and reads each weight row once from memory for all N inputs:
+//   kRows rows are widened in registers per step and multiplied into up to 4 inputs at a time
+//   (more inputs re-read the rows from L1), with a software prefetch of the next row block (kRows
+//   streams defeat the hardware prefetcher). Several independent accumulators hide the FMA
+//   latency; for few inputs the loops are bound by memory bandwidth (weights are read once per
+//   step), for many by arithmetic (still faster than widening for sgemm up to kStreamMaxN).
+// - N > kStreamMaxN (long prefill chunks): tiles of w (up to kScratchBytes of f32, so few and
+//   large) are widened into a reused thread-local f32 scratch and multiplied by sgemm (OpenBLAS,
+//   threaded inside) into y's columns (ldc = O); the widening of a tile is split over OpenMP
+//   threads. Few large tiles matter: OpenBLAS's pthreads and a just-finished OpenMP team both spin
+//   for a while, and alternating them hundreds of times per call on a busy machine was ~30×
+//   slower.
 // Each output element is one fixed-order sum computed by one task, so the bits do not depend on
 // the thread count. Without AVX2+FMA (or AVX-512) the same loops run in scalar code.
 #include "ops/cpu/linear_bf16.h"
@@ -38,7 +40,10 @@ namespace zaya::ops {
 
 namespace {
 
-constexpr int64_t kStreamMaxN = 16;  // above: widening + sgemm is faster than the GEMV
+// Above: widening + sgemm is faster than the multi-input GEMV (2 threads, [4096, 2048] and
+// [32768, 2048]: 132 GFLOP/s at N = 128 against sgemm's 112 at 129 and 143 at 256; at N = 17
+// sgemm managed 35, the GEMV 132).
+constexpr int64_t kStreamMaxN = 128;
 constexpr int64_t kScratchBytes = int64_t(32) << 20;  // prefill tile: ≤ 32 MB of widened rows
 constexpr int kMaxInputs = 4;
 constexpr int64_t kStealChunkBytes = int64_t(64)
