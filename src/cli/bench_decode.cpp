@@ -1,4 +1,4 @@
-// zaya bench decode [--model DIR | --config CONFIG.json] [--dtype bf16|f32] [--batch B]
+// zaya bench decode [--model DIR [--bf16] | --config CONFIG.json [--dtype bf16|f32]] [--batch B]
 //                   [--prompt-tokens P] [--tokens N] [--seed S] [--bandwidth-mib M] [--json]
 // Decode throughput against the machine's memory bandwidth, measured in the same run. A decode step
 // reads every weight once (attention and its conv, norms, the router, the tied LM head) except the
@@ -39,7 +39,7 @@ struct BenchDecodeArgs {
   std::string model, config, dtype = "bf16";
   int64_t batch = 1, prompt_tokens = 16, tokens = 32, bandwidth_mib = 512;
   uint64_t seed = 1;
-  bool json = false;
+  bool json = false, bf16 = false;
 };
 
 double gib(double bytes) {
@@ -63,10 +63,11 @@ double median(std::vector<double> v) {
 int run_bench_decode(const BenchDecodeArgs& a) {
   if (a.model.empty() == a.config.empty()) fail("give exactly one of --model DIR or --config FILE");
   if (a.dtype != "bf16" && a.dtype != "f32") fail("--dtype must be bf16 or f32, not '{}'", a.dtype);
+  if (a.bf16 && a.model.empty()) fail("--bf16 applies to --model (a --config model takes --dtype)");
   Timer load;
   std::unique_ptr<InferModel> im;
   if (!a.model.empty())
-    im = std::make_unique<InferModel>(InferModel::load_dir(a.model));
+    im = std::make_unique<InferModel>(InferModel::load_dir(a.model, a.bf16));
   else
     im = std::make_unique<InferModel>(InferModel::random(
         load_config(a.config), a.seed, a.dtype == "bf16" ? DType::BF16 : DType::F32));
@@ -216,6 +217,10 @@ Action add_bench_decode_command(CLI::App& bench) {
       ->check(CLI::Range(int64_t(16), int64_t(1) << 16));
   sub->add_option("--seed", a->seed, "seed of the random model and prompt")->capture_default_str();
   sub->add_flag("--json", a->json, "print one JSON object instead of the table");
+  sub->add_flag(
+      "--bf16", a->bf16,
+      "with --model: "
+      "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");
   return [a] { return run_bench_decode(*a); };
 }
 

@@ -28,7 +28,7 @@ struct GenerateArgs {
   std::string model, prompt, prompt_ids, tokenizer;
   SamplingParams sampling;
   int64_t num_samples = 1, max_batch = 8;
-  bool ids = false, no_bos = false, quiet = false;
+  bool ids = false, no_bos = false, quiet = false, bf16 = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -57,7 +57,7 @@ int run_generate(GenerateArgs& a) {
     fail("give exactly one of --prompt TEXT or --prompt-ids \"1 2 3\"");
   a.sampling.validate();  // before the (possibly slow) model load
   Timer load_timer;
-  const InferModel model = InferModel::load_dir(a.model);
+  const InferModel model = InferModel::load_dir(a.model, a.bf16);
   const ZayaConfig& c = model.config();
 
   // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out.
@@ -164,6 +164,9 @@ Action add_generate_command(CLI::App& app) {
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to a text prompt");
   sub->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep generating past EOS");
   sub->add_flag("--quiet", a->quiet, "no load/rate lines on stderr");
+  sub->add_flag(
+      "--bf16", a->bf16,
+      "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");
   return [a] { return run_generate(*a); };
 }
 

@@ -32,6 +32,7 @@ struct ServeArgs {
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
+  bool bf16 = false;
 };
 
 // Set from the signal handler; a watcher thread turns it into HttpServer::stop().
@@ -60,7 +61,7 @@ int run_serve(const ServeArgs& a) {
       fail("{}: no tokenizer.json in the model directory; pass --tokenizer FILE", a.model);
   }
   const Tokenizer tok = Tokenizer::load(tok_path);
-  const InferModel model = InferModel::load_dir(a.model);
+  const InferModel model = InferModel::load_dir(a.model, a.bf16);
   const ZayaConfig& c = model.config();
 
   EngineOptions eo;
@@ -144,6 +145,9 @@ Action add_serve_command(CLI::App& app) {
   sub->add_option("--http-threads", a->http_threads,
                   "connections served at once (default: max(16, 2·max-batch + 4))")
       ->check(CLI::Range(0, 4096));
+  sub->add_flag(
+      "--bf16", a->bf16,
+      "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");
   return [a] { return run_serve(*a); };
 }
 

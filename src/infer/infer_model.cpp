@@ -91,7 +91,7 @@ void bind_layers(const ZayaConfig& c, const ParamLayout& layout, const Resolve& 
 
 }  // namespace
 
-InferModel InferModel::load_dir(const std::string& dir) {
+InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
   const std::string cfg = (fs::path(dir) / "config.json").string();
@@ -113,21 +113,41 @@ InferModel InferModel::load_dir(const std::string& dir) {
            s.name, want);
     }
     const auto addr = reinterpret_cast<uintptr_t>(info->data);
-    // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned.
+    // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned
+    // (unless they are to become BF16).
     if (keeps_dtype(s.kind) &&
-        (info->dtype == DType::BF16 || (info->dtype == DType::F32 && addr % alignof(float) == 0))) {
+        (info->dtype == DType::BF16 ||
+         (!to_bf16 && info->dtype == DType::F32 && addr % alignof(float) == 0))) {
       any_bf16 |= info->dtype == DType::BF16;
       return shaped(const_cast<void*>(info->data), info->dtype, s.shape);
     }
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(float));
-    m.owned_.push_back(buf);
     Tensor t = shaped(buf->data(), DType::F32, s.shape);
     st->read_into(s.name, t);  // widens BF16/F16/F64 and checks the dtype is a float
+    if (to_bf16 && keeps_dtype(s.kind)) {
+      any_bf16 = true;
+      return m.owned_bf16_copy(t);  // the F32 buffer is dropped here
+    }
+    m.owned_.push_back(buf);
     return t;
   };
   bind_layers(m.config_, layout, resolve, m);
   m.matrix_dtype_ = any_bf16 ? DType::BF16 : DType::F32;
   return m;
+}
+
+Tensor InferModel::owned_bf16_copy(const Tensor& f32) {
+  auto buf = std::make_shared<Buffer>(f32.numel() * sizeof(uint16_t));
+  owned_.push_back(buf);
+  auto* out = static_cast<uint16_t*>(buf->data());
+  const float* in = f32.ptr<float>();
+  const int64_t n = f32.numel();
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t k = 0; k < n; ++k) out[k] = f32_to_bf16(in[k]);
+  Tensor t = f32;
+  t.data = out;
+  t.dtype = DType::BF16;
+  return t;
 }
 
 InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
@@ -140,12 +160,7 @@ InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
   Resolve resolve = [&](const ParamSpec& s) -> Tensor {
     const Tensor f32 = src.param(s.name);
     if (!keeps_dtype(s.kind) || matrix_dtype == DType::F32) return f32;
-    auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(uint16_t));
-    m.owned_.push_back(buf);
-    auto* out = static_cast<uint16_t*>(buf->data());
-    const float* in = f32.ptr<float>();
-    for (int64_t k = 0; k < s.numel(); ++k) out[k] = f32_to_bf16(in[k]);
-    return shaped(out, DType::BF16, s.shape);
+    return m.owned_bf16_copy(f32);
   };
   bind_layers(m.config_, src.layout(), resolve, m);
   return m;

@@ -43,9 +43,11 @@ struct InferLayer {
 class InferModel {
  public:
   // config.json + model.safetensors (or index + shards). BF16 and F32 matrices are used from the
-  // mapping; F16/F64 ones are converted to F32. Throws zaya::Error naming a missing/mis-shaped
-  // tensor or a bad directory.
-  static InferModel load_dir(const std::string& dir);
+  // mapping; F16/F64 ones are converted to F32. With to_bf16, matrices and conv weights stored in
+  // another dtype are rounded to owned BF16 copies (an F32 checkpoint from `zaya train` then reads
+  // half the bytes per token). Throws zaya::Error naming a missing/mis-shaped tensor or a bad
+  // directory.
+  static InferModel load_dir(const std::string& dir, bool to_bf16 = false);
   // From an in-memory model (tests, benchmarks): matrices are views of m's F32 weights (m must
   // outlive this) when matrix_dtype is F32, or owned BF16 copies when it is BF16.
   static InferModel from_model(const Model& m, DType matrix_dtype = DType::F32);
@@ -76,6 +78,7 @@ class InferModel {
   Tensor final_norm;  // [D]
 
  private:
+  Tensor owned_bf16_copy(const Tensor& f32);  // f32 rounded to a BF16 buffer this model owns
   ZayaConfig config_;
   std::string source_;
   DType matrix_dtype_ = DType::F32;

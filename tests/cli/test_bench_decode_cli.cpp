@@ -85,6 +85,11 @@ TEST(BenchDecodeCli, SavedModelDirectory) {
   const nlohmann::json j = bench(dir, "--model " + (dir / "model") + " --tokens 4");
   EXPECT_EQ(j.at("dtype").get<std::string>(), "F32");  // the trainer saves F32 matrices
   expect_consistent(j, 1, 3);
+  const nlohmann::json h = bench(dir, "--model " + (dir / "model") + " --bf16 --tokens 4");
+  EXPECT_EQ(h.at("dtype").get<std::string>(), "BF16");  // rounded at load
+  expect_consistent(h, 1, 3);
+  EXPECT_LT(h.at("weight_bytes_per_routed_token").get<double>(),
+            0.6 * j.at("weight_bytes_per_routed_token").get<double>());
 }
 
 TEST(BenchDecodeCli, UserErrors) {
@@ -93,6 +98,7 @@ TEST(BenchDecodeCli, UserErrors) {
   expect_user_error(run(""), "exactly one of --model");
   expect_user_error(run("--config " + kTiny + " --model " + dir.path), "exactly one of --model");
   expect_user_error(run("--config " + kTiny + " --dtype f16"), "--dtype must be bf16 or f32");
+  expect_user_error(run("--config " + kTiny + " --bf16"), "--bf16 applies to --model");
   expect_user_error(run("--config " + kTiny + " --tokens 2048"), "exceeds the model's context");
   expect_user_error(run("--model " + (dir / "missing")), "missing");
   // Flags CLI11 rejects exit with its usage message.

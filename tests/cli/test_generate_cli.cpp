@@ -55,6 +55,17 @@ TEST(GenerateCli, GreedyIdsAreDeterministicAndSized) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// --bf16 rounds the F32 checkpoint's matrices at load: it generates, and says BF16 on stderr.
+TEST(GenerateCli, Bf16RoundsAnF32CheckpointAtLoad) {
+  TinyModelDir t;
+  const CliResult r = run_zaya_in(t.dir.path, "generate --model " + t.model +
+                                                  " --prompt-ids '2 40 41' --ids --temperature 0 "
+                                                  "--max-new-tokens 6 --ignore-eos --bf16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(words(r.out).size(), 6u) << r.out;
+  EXPECT_NE(r.err.find("BF16"), std::string::npos) << r.err;
+}
+
 TEST(GenerateCli, TextPromptStreamsTextAndReportsRates) {
   TinyModelDir t;
   const CliResult r = run_zaya_in(

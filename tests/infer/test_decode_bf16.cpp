@@ -108,6 +108,23 @@ TEST(DecodeBf16, CheckpointIsUsedFromItsMapping) {
   EXPECT_EQ(decode_all(mapped, ids, 3), decode_all(copied, ids, 3));  // same bits
 }
 
+// An F32 checkpoint loaded with to_bf16 holds its matrices and conv weights as BF16 rounded like
+// from_model's (so the same logits bits) and its vectors as F32.
+TEST(DecodeBf16, F32CheckpointRoundedAtLoad) {
+  const InferModel rounded = InferModel::load_dir(case_dir("tiny_a"), true);
+  EXPECT_EQ(rounded.matrix_dtype(), DType::BF16);
+  EXPECT_EQ(rounded.embed.dtype, DType::BF16);
+  EXPECT_EQ(rounded.layers[0].attn.conv1_w.dtype, DType::BF16);
+  EXPECT_EQ(rounded.layers[0].input_norm.dtype, DType::F32);
+  const InferModel plain = InferModel::load_dir(case_dir("tiny_a"));
+  EXPECT_EQ(plain.matrix_dtype(), DType::F32);
+  const Model m = Model::load_dir(case_dir("tiny_a"));
+  const InferModel copied = InferModel::from_model(m, DType::BF16);
+  EXPECT_EQ(rounded.total_weight_bytes(), copied.total_weight_bytes());
+  std::vector<int32_t> ids = {3, 1, 4, 1, 5, 9, 2, 6};
+  EXPECT_EQ(decode_all(rounded, ids, 3), decode_all(copied, ids, 3));  // same bits
+}
+
 // A decode token reads every weight except the experts it is not routed to, plus the embedding
 // row it looks up: counted here from the config's parameter layout.
 TEST(InferModelBytes, ActiveBytesAreEveryWeightButTheUnusedExperts) {
