@@ -15,6 +15,7 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/param_layout.h"
+#include "model/param_names.h"
 
 namespace zaya {
 
@@ -36,57 +37,55 @@ Tensor shaped(void* data, DType t, const std::vector<int64_t>& shape) {
 
 using Resolve = std::function<Tensor(const ParamSpec&)>;
 
-// Fills the per-layer structs from `get`, walking the same names as model/param_layout.cpp.
+// Fills the per-layer structs from `resolve`, by the names of model/param_names.h.
 void bind_layers(const ZayaConfig& c, const ParamLayout& layout, const Resolve& resolve,
                  InferModel& m) {
   auto get = [&](const std::string& name) { return resolve(layout.at(name)); };
   auto res = [&](const std::string& p, bool with_residual) {
-    ResScale r{get(p + "hidden_states_scale"), get(p + "hidden_states_bias"), {}, {}};
-    if (with_residual) r.ar = get(p + "residual_scale"), r.br = get(p + "residual_bias");
+    const names::ResNames n = names::res(p);
+    ResScale r{get(n.ao), get(n.bo), {}, {}};
+    if (with_residual) r.ar = get(n.ar), r.br = get(n.br);
     return r;
   };
-  m.embed = get("model.embed_tokens.weight");
+  m.embed = get(names::kEmbed);
   m.layers.assign(size_t(c.num_layers()), {});
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     InferLayer& l = m.layers[size_t(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    l.input_norm = get(p + "input_norm.weight");
-    l.res = res(p + "res_scale.", i > 0);
+    const names::LayerNames n = names::layer(i);
+    l.input_norm = get(n.input_norm);
+    l.res = res(n.res_prefix, i > 0);
     if (c.is_attention(i)) {
-      const std::string a = p + "self_attn.qkv.";
       InferAttention& at = l.attn;
-      at.wq = get(a + "linear_q.weight");
-      at.wk = get(a + "linear_k.weight");
-      at.wv1 = get(a + "val_proj1.weight");
-      at.wv2 = get(a + "val_proj2.weight");
-      at.conv0_w = get(a + "conv_qk.0.weight");
-      at.conv0_b = get(a + "conv_qk.0.bias");
-      at.conv1_w = get(a + "conv_qk.1.weight");
-      at.conv1_b = get(a + "conv_qk.1.bias");
-      at.temp = get(a + "temp");
-      at.wo = get(p + "self_attn.o_proj.weight");
+      at.wq = get(n.q);
+      at.wk = get(n.k);
+      at.wv1 = get(n.v1);
+      at.wv2 = get(n.v2);
+      at.conv0_w = get(n.conv0_w);
+      at.conv0_b = get(n.conv0_b);
+      at.conv1_w = get(n.conv1_w);
+      at.conv1_b = get(n.conv1_b);
+      at.temp = get(n.temp);
+      at.wo = get(n.o);
     } else {
-      const std::string r = p + "zaya_block.router.";
       InferMoe& e = l.moe;
-      e.down_w = get(r + "down_proj.weight");
-      e.down_b = get(r + "down_proj.bias");
-      if (c.has_eda_scale(i)) e.eda_scale = get(r + "router_states_scale");
-      e.norm_w = get(r + "rmsnorm_eda.weight");
-      e.m1_w = get(r + "router_mlp.0.weight");
-      e.m1_b = get(r + "router_mlp.0.bias");
-      e.m2_w = get(r + "router_mlp.2.weight");
-      e.m2_b = get(r + "router_mlp.2.bias");
-      e.m3_w = get(r + "router_mlp.4.weight");
-      e.biases = get(r + "balancing_biases");
-      const std::string x = p + "zaya_block.experts.local_experts.";
+      e.down_w = get(n.down_w);
+      e.down_b = get(n.down_b);
+      if (c.has_eda_scale(i)) e.eda_scale = get(n.eda_scale);
+      e.norm_w = get(n.eda_norm);
+      e.m1_w = get(n.m1_w);
+      e.m1_b = get(n.m1_b);
+      e.m2_w = get(n.m2_w);
+      e.m2_b = get(n.m2_b);
+      e.m3_w = get(n.m3_w);
+      e.biases = get(n.biases);
       for (int64_t k = 0; k < c.num_experts(i); ++k) {
-        e.fc1.push_back(get(x + std::to_string(k) + ".linear_fc1.weight"));
-        e.fc2.push_back(get(x + std::to_string(k) + ".linear_fc2.weight"));
+        e.fc1.push_back(get(n.fc1(k)));
+        e.fc2.push_back(get(n.fc2(k)));
       }
     }
   }
-  m.final_res = res("model.res_scale.", true);
-  m.final_norm = get("model.final_norm.weight");
+  m.final_res = res(names::kFinalRes, true);
+  m.final_norm = get(names::kFinalNorm);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "io/safetensors.h"
+#include "model/param_names.h"
 
 namespace zaya {
 
@@ -67,7 +68,7 @@ void Model::load_weights(const SafeTensors& st, const std::string& where) {
   for (const std::string& name : st.names()) {
     if (layout_.index.count(name)) continue;
     if (name == "lm_head.weight") {  // tied: allowed only as an exact copy of the embedding
-      const ParamSpec& e = layout_.at("model.embed_tokens.weight");
+      const ParamSpec& e = layout_.at(names::kEmbed);
       Buffer tmp(size_t(e.numel()) * sizeof(float));
       Tensor t(static_cast<float*>(tmp.data()), {e.shape[0], e.shape[1]});
       st.read_into(name, t);

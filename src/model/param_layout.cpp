@@ -1,6 +1,7 @@
 #include "model/param_layout.h"
 
 #include "core/assert.h"
+#include "model/param_names.h"
 
 namespace zaya {
 
@@ -22,11 +23,12 @@ struct Builder {
   }
   // The four residual-scaling vectors of a merge (two for sub-layer 0).
   void res_scale(const std::string& prefix, int64_t D, bool with_residual) {
-    add(prefix + "hidden_states_scale", {D}, ParamKind::Vector, ParamInit::One);
-    add(prefix + "hidden_states_bias", {D}, ParamKind::Vector, ParamInit::Zero);
+    const names::ResNames n = names::res(prefix);
+    add(n.ao, {D}, ParamKind::Vector, ParamInit::One);
+    add(n.bo, {D}, ParamKind::Vector, ParamInit::Zero);
     if (!with_residual) return;
-    add(prefix + "residual_scale", {D}, ParamKind::Vector, ParamInit::One);
-    add(prefix + "residual_bias", {D}, ParamKind::Vector, ParamInit::Zero);
+    add(n.ar, {D}, ParamKind::Vector, ParamInit::One);
+    add(n.br, {D}, ParamKind::Vector, ParamInit::Zero);
   }
 };
 
@@ -40,49 +42,42 @@ ParamLayout make_param_layout(const ZayaConfig& c) {
                    "config.json: num_key_value_heads·head_dim = {} must be even (the value "
                    "projection is split into current and previous-token halves)",
                    Hk * d);
-  b.add("model.embed_tokens.weight", {c.vocab_size, D}, ParamKind::Embedding, ParamInit::Normal);
+  b.add(names::kEmbed, {c.vocab_size, D}, ParamKind::Embedding, ParamInit::Normal);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    b.add(p + "input_norm.weight", {D}, ParamKind::Vector, ParamInit::One);
-    b.res_scale(p + "res_scale.", D, i > 0);
+    const names::LayerNames n = names::layer(i);
+    b.add(n.input_norm, {D}, ParamKind::Vector, ParamInit::One);
+    b.res_scale(n.res_prefix, D, i > 0);
     if (c.is_attention(i)) {
-      const std::string a = p + "self_attn.";
-      b.add(a + "qkv.linear_q.weight", {Hq * d, D}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(a + "qkv.linear_k.weight", {Hk * d, D}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(a + "qkv.val_proj1.weight", {Hk * d / 2, D}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(a + "qkv.val_proj2.weight", {Hk * d / 2, D}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(a + "qkv.conv_qk.0.weight", {C, 1, 2}, ParamKind::Conv, ParamInit::Normal);
-      b.add(a + "qkv.conv_qk.0.bias", {C}, ParamKind::Vector, ParamInit::Zero);
-      b.add(a + "qkv.conv_qk.1.weight", {C, d, 2}, ParamKind::Conv, ParamInit::Normal);
-      b.add(a + "qkv.conv_qk.1.bias", {C}, ParamKind::Vector, ParamInit::Zero);
-      b.add(a + "qkv.temp", {Hk}, ParamKind::Vector, ParamInit::Zero);
-      b.add(a + "o_proj.weight", {D, Hq * d}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.q, {Hq * d, D}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.k, {Hk * d, D}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.v1, {Hk * d / 2, D}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.v2, {Hk * d / 2, D}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.conv0_w, {C, 1, 2}, ParamKind::Conv, ParamInit::Normal);
+      b.add(n.conv0_b, {C}, ParamKind::Vector, ParamInit::Zero);
+      b.add(n.conv1_w, {C, d, 2}, ParamKind::Conv, ParamInit::Normal);
+      b.add(n.conv1_b, {C}, ParamKind::Vector, ParamInit::Zero);
+      b.add(n.temp, {Hk}, ParamKind::Vector, ParamInit::Zero);
+      b.add(n.o, {D, Hq * d}, ParamKind::Matrix, ParamInit::Normal);
     } else {
-      const std::string r = p + "zaya_block.router.";
       const int64_t R = c.zaya_mlp_expansion[i], K = c.router_classes(i);
       const int64_t E = c.num_experts(i), F = c.ffn_hidden_size_list[i];
-      b.add(r + "down_proj.weight", {R, D}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(r + "down_proj.bias", {R}, ParamKind::Vector, ParamInit::Zero);
-      if (c.has_eda_scale(i))
-        b.add(r + "router_states_scale", {R}, ParamKind::Vector, ParamInit::One);
-      b.add(r + "rmsnorm_eda.weight", {R}, ParamKind::Vector, ParamInit::One);
-      b.add(r + "router_mlp.0.weight", {R, R}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(r + "router_mlp.0.bias", {R}, ParamKind::Vector, ParamInit::Zero);
-      b.add(r + "router_mlp.2.weight", {R, R}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(r + "router_mlp.2.bias", {R}, ParamKind::Vector, ParamInit::Zero);
-      b.add(r + "router_mlp.4.weight", {K, R}, ParamKind::Matrix, ParamInit::Normal);
-      b.add(r + "balancing_biases", {K}, ParamKind::Buffer, ParamInit::BalancingBias);
-      const std::string e = p + "zaya_block.experts.local_experts.";
+      b.add(n.down_w, {R, D}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.down_b, {R}, ParamKind::Vector, ParamInit::Zero);
+      if (c.has_eda_scale(i)) b.add(n.eda_scale, {R}, ParamKind::Vector, ParamInit::One);
+      b.add(n.eda_norm, {R}, ParamKind::Vector, ParamInit::One);
+      b.add(n.m1_w, {R, R}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.m1_b, {R}, ParamKind::Vector, ParamInit::Zero);
+      b.add(n.m2_w, {R, R}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.m2_b, {R}, ParamKind::Vector, ParamInit::Zero);
+      b.add(n.m3_w, {K, R}, ParamKind::Matrix, ParamInit::Normal);
+      b.add(n.biases, {K}, ParamKind::Buffer, ParamInit::BalancingBias);
+      for (int64_t x = 0; x < E; ++x) b.add(n.fc1(x), {F, D}, ParamKind::Expert, ParamInit::Normal);
       for (int64_t x = 0; x < E; ++x)
-        b.add(e + std::to_string(x) + ".linear_fc1.weight", {F, D}, ParamKind::Expert,
-              ParamInit::Normal);
-      for (int64_t x = 0; x < E; ++x)
-        b.add(e + std::to_string(x) + ".linear_fc2.weight", {D, F / 2}, ParamKind::Expert,
-              ParamInit::Normal);
+        b.add(n.fc2(x), {D, F / 2}, ParamKind::Expert, ParamInit::Normal);
     }
   }
-  b.res_scale("model.res_scale.", D, true);
-  b.add("model.final_norm.weight", {D}, ParamKind::Vector, ParamInit::One);
+  b.res_scale(names::kFinalRes, D, true);
+  b.add(names::kFinalNorm, {D}, ParamKind::Vector, ParamInit::One);
   return std::move(b.layout);
 }
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "model/param_names.h"
+
 namespace zaya {
 
 namespace {
@@ -15,8 +17,9 @@ struct Binder {
     return Tensor(base + layout.at(first).offset, {rows, cols});
   }
   ResScale res(const std::string& p, bool with_residual) const {
-    ResScale r{get(p + "hidden_states_scale"), get(p + "hidden_states_bias"), {}, {}};
-    if (with_residual) r.ar = get(p + "residual_scale"), r.br = get(p + "residual_bias");
+    const names::ResNames n = names::res(p);
+    ResScale r{get(n.ao), get(n.bo), {}, {}};
+    if (with_residual) r.ar = get(n.ar), r.br = get(n.br);
     return r;
   }
 };
@@ -27,45 +30,42 @@ ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float*
   Binder b{layout, base};
   const int64_t D = c.hidden_size, d = c.head_dim(), Hk = c.kv_heads();
   ModelWeights w;
-  w.embed = b.get("model.embed_tokens.weight");
+  w.embed = b.get(names::kEmbed);
   w.layers.resize(size_t(c.num_layers()));
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     LayerWeights& l = w.layers[size_t(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    l.input_norm = b.get(p + "input_norm.weight");
-    l.res = b.res(p + "res_scale.", i > 0);
+    const names::LayerNames n = names::layer(i);
+    l.input_norm = b.get(n.input_norm);
+    l.res = b.res(n.res_prefix, i > 0);
     if (c.is_attention(i)) {
-      const std::string a = p + "self_attn.";
       AttentionWeights& at = l.attn;
-      at.wqk = b.span(a + "qkv.linear_q.weight", c.conv_channels(), D);
-      at.wv = b.span(a + "qkv.val_proj1.weight", Hk * d, D);
-      at.conv0_w = b.get(a + "qkv.conv_qk.0.weight");
-      at.conv0_b = b.get(a + "qkv.conv_qk.0.bias");
-      at.conv1_w = b.get(a + "qkv.conv_qk.1.weight");
-      at.conv1_b = b.get(a + "qkv.conv_qk.1.bias");
-      at.temp = b.get(a + "qkv.temp");
-      at.wo = b.get(a + "o_proj.weight");
+      at.wqk = b.span(n.q, c.conv_channels(), D);  // q then k, packed
+      at.wv = b.span(n.v1, Hk * d, D);             // v1 then v2, packed
+      at.conv0_w = b.get(n.conv0_w);
+      at.conv0_b = b.get(n.conv0_b);
+      at.conv1_w = b.get(n.conv1_w);
+      at.conv1_b = b.get(n.conv1_b);
+      at.temp = b.get(n.temp);
+      at.wo = b.get(n.o);
     } else {
-      const std::string r = p + "zaya_block.router.";
-      const std::string e = p + "zaya_block.experts.local_experts.0.";
       const int64_t E = c.num_experts(i), F = c.ffn_hidden_size_list[size_t(i)];
       MoeWeights& m = l.moe;
-      m.down_w = b.get(r + "down_proj.weight");
-      m.down_b = b.get(r + "down_proj.bias");
-      if (c.has_eda_scale(i)) m.eda_scale = b.get(r + "router_states_scale");
-      m.norm_w = b.get(r + "rmsnorm_eda.weight");
-      m.m1_w = b.get(r + "router_mlp.0.weight");
-      m.m1_b = b.get(r + "router_mlp.0.bias");
-      m.m2_w = b.get(r + "router_mlp.2.weight");
-      m.m2_b = b.get(r + "router_mlp.2.bias");
-      m.m3_w = b.get(r + "router_mlp.4.weight");
-      m.biases = b.get(r + "balancing_biases");
-      m.fc1 = Tensor(base + layout.at(e + "linear_fc1.weight").offset, {E, F, D});
-      m.fc2 = Tensor(base + layout.at(e + "linear_fc2.weight").offset, {E, D, F / 2});
+      m.down_w = b.get(n.down_w);
+      m.down_b = b.get(n.down_b);
+      if (c.has_eda_scale(i)) m.eda_scale = b.get(n.eda_scale);
+      m.norm_w = b.get(n.eda_norm);
+      m.m1_w = b.get(n.m1_w);
+      m.m1_b = b.get(n.m1_b);
+      m.m2_w = b.get(n.m2_w);
+      m.m2_b = b.get(n.m2_b);
+      m.m3_w = b.get(n.m3_w);
+      m.biases = b.get(n.biases);
+      m.fc1 = Tensor(base + layout.at(n.fc1(0)).offset, {E, F, D});  // all experts, packed
+      m.fc2 = Tensor(base + layout.at(n.fc2(0)).offset, {E, D, F / 2});
     }
   }
-  w.final_res = b.res("model.res_scale.", true);
-  w.final_norm = b.get("model.final_norm.weight");
+  w.final_res = b.res(names::kFinalRes, true);
+  w.final_norm = b.get(names::kFinalNorm);
   return w;
 }
 
