@@ -114,16 +114,17 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   probe.read_pass();
   probe.copy_pass();
   const int64_t steps = N - 1;
-  // Per timed step: its seconds and the weight bytes it read, then one pass of each probe.
-  std::vector<double> step_s, step_bytes, step_bw, read_s, copy_s;
+  // Per timed step: its seconds, the weight bytes it read and their rate, then one pass of each
+  // probe (bytes per second).
+  std::vector<double> step_s, step_bytes, step_rates, read_rates, copy_rates;
   for (int64_t k = 0; k < steps; ++k) {
     Timer t;
     step(false);
     step_s.push_back(t.seconds());
     step_bytes.push_back(double(dec.weight_bytes_read()));
-    step_bw.push_back(step_bytes.back() / step_s.back());
-    read_s.push_back(probe.read_pass());
-    copy_s.push_back(probe.copy_pass());
+    step_rates.push_back(step_bytes.back() / step_s.back());
+    read_rates.push_back(probe.read_pass());
+    copy_rates.push_back(probe.copy_pass());
   }
   double decode_s = 0, bytes_total = 0;
   for (int64_t k = 0; k < steps; ++k)
@@ -132,15 +133,15 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   const double bytes_per_step = bytes_total / double(steps);
   const double steps_per_s = double(steps) / decode_s;  // what a user sees over the whole run
   const double median_step_s = median(step_s);
-  const double achieved = median(step_bw);  // weight bytes streamed per second
-  const double read_bw = median(read_s), copy_bw = median(copy_s);
+  const double achieved = median(step_rates);  // weight bytes streamed per second
+  const double read_bw = median(read_rates), copy_bw = median(copy_rates);
   const double bound_bw = std::max(read_bw, copy_bw);
   const double bound_rate = bound_bw / bytes_per_step;
   const double ratio = achieved / bound_bw;
   // The same comparison with means (total bytes over total time on both sides): outlier steps
   // and outlier probe passes count here.
   const double ratio_of_means =
-      bytes_total / decode_s / std::max(rate_of_passes(read_s), rate_of_passes(copy_s));
+      bytes_total / decode_s / std::max(rate_of_passes(read_rates), rate_of_passes(copy_rates));
   if (a.json) {
     nlohmann::json j = {{"model", im->source()},
                         {"dtype", std::string(dtype_name(im->matrix_dtype()))},
