@@ -122,8 +122,7 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
          r_free = scratch(kR1, DType::F32, {N * R_max});
   Tensor rprev;  // post-EDA router state of the previous MoE sub-layer
 
-  weight_bytes_read_ =
-      m_.dense_weight_bytes() + N * int64_t(m_.embed.nbytes() / size_t(m_.embed.shape[0]));
+  weight_bytes_read_ = m_.dense_weight_bytes() + N * m_.embedding_row_bytes();
   ops::embedding_forward(o, ids, m_.embed);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const InferLayer& l = m_.layers[size_t(i)];

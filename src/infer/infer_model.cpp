@@ -205,7 +205,7 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
 }
 
 int64_t InferModel::active_weight_bytes() const {
-  int64_t bytes = dense_weight_bytes() + int64_t(embed.nbytes() / size_t(embed.shape[0]));
+  int64_t bytes = dense_weight_bytes() + embedding_row_bytes();
   for (const InferLayer& l : layers)
     if (!l.moe.fc1.empty()) bytes += int64_t(l.moe.fc1[0].nbytes() + l.moe.fc2[0].nbytes());
   return bytes;

@@ -69,6 +69,8 @@ class InferModel {
   int64_t active_weight_bytes() const;
   // Bytes of every weight but the experts (the embedding table counted once).
   int64_t dense_weight_bytes() const;
+  // Bytes of one embedding row (what looking up one token reads).
+  int64_t embedding_row_bytes() const { return int64_t(embed.nbytes() / size_t(embed.shape[0])); }
   // Bytes of all weights held (mapped or owned).
   int64_t total_weight_bytes() const;
 

@@ -124,8 +124,9 @@ constexpr int64_t kW = 1;
 // loop covers 2 vectors per row per step (one 64-byte line of bf16) and prefetches the same line
 // of the next row block (`next`): a lookahead of one block (R·I·2 bytes) on every row stream. The
 // hardware prefetcher alone, or a fixed 1 KB lookahead, left 15–25% of a core's read rate unused
-// (rows of 1–2 KB are too short for it to ramp up).
-template <int R, int NB>
+// (rows of 1–2 KB are too short for it to ramp up). kPrefetch = false (one row read as part of a
+// single sequential stream, dot_row) leaves it to the hardware prefetcher; the sums are the same.
+template <int R, int NB, bool kPrefetch = true>
 void dot_block(float* out, const uint16_t* w, const uint16_t* next, const float* x, int64_t I) {
   int64_t e = 0;
 #if ZAYA_BF16_SIMD
@@ -135,8 +136,9 @@ void dot_block(float* out, const uint16_t* w, const uint16_t* next, const float*
   for (int r = 0; r < R; ++r)
     for (int n = 0; n < NB; ++n) acc[r][n] = zero(), acc2[r][n] = zero();
   for (; e + 2 * kW <= I; e += 2 * kW) {
-    for (int r = 0; r < R; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(next + r * I + e), _MM_HINT_T0);
+    if constexpr (kPrefetch)
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(next + r * I + e), _MM_HINT_T0);
     Vec xa[NB], xb[NB];
     for (int n = 0; n < NB; ++n)
       xa[n] = load_f32(x + n * I + e), xb[n] = load_f32(x + n * I + e + kW);
@@ -209,23 +211,12 @@ void gemv_rows(float* y_NO, const float* x_NI, const uint16_t* w_OI, const float
   }
 }
 
-// w[0, :]·x for one row, in exactly dot_block's order (so a sequence's logits do not depend on
-// whether it decodes alone or in a batch): two accumulators, one per half of a 64-byte line.
+// w[0, :]·x for one row without software prefetch: dot_block's own sums, so a sequence's logits
+// do not depend on whether it decodes alone or in a batch.
 float dot_row(const uint16_t* w, const float* x, int64_t I) {
-  int64_t e = 0;
-  float s = 0.0f;
-#if ZAYA_BF16_SIMD
-  Vec a = zero(), b = zero();
-  for (; e + 2 * kW <= I; e += 2 * kW) {
-    a = fmadd(load_bf16(w + e), load_f32(x + e), a);
-    b = fmadd(load_bf16(w + e + kW), load_f32(x + e + kW), b);
-  }
-  a = add(a, b);
-  for (; e + kW <= I; e += kW) a = fmadd(load_bf16(w + e), load_f32(x + e), a);
-  s = hsum(a);
-#endif
-  for (; e < I; ++e) s = std::fma(bf16_to_f32(w[e]), x[e], s);  // as dot_block's tail
-  return s;
+  float out;
+  dot_block<1, 1, false>(&out, w, nullptr, x, I);
+  return out;
 }
 
 void gemv_one_input(float* y_O, const float* x_I, const uint16_t* w_OI, const float* b_O, int64_t O,
