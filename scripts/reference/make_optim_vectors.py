@@ -5,14 +5,17 @@ Run from anywhere:  /usr/bin/python3 scripts/reference/make_optim_vectors.py [--
 
 Each case directory holds
   config.json, model.safetensors   the initial model (copied from tests/data/model/<source>/)
-  tokens.txt                       `steps` batches of B rows (batch k = lines k*B ... k*B+B-1)
+  tokens.txt                       `steps` batches of B windows of T tokens (batch k = lines
+                                   k*B ... k*B+B-1); the model reads each window's first T-1
+                                   tokens and predicts the T-1 after its first (the trainer's step)
   meta.json                        B, steps, the schedule and the OptimizerConfig fields of each run
   expected.safetensors             for each run r in (adamw, muon):
                                      r.loss F64 [steps+1]: loss of batch k before update k, then the
                                        loss of batch 0 after the last update
                                      r.grad_norm F64 [steps]: pre-clip global gradient norms
                                      r/<name> F32: every tensor (incl. balancing_biases) at the end
-A step is: forward + backward of the mean loss, routing counts, clip, update with lr = schedule(k),
+A step is: forward over the windows' first T-1 tokens + backward of the mean loss against the next
+tokens, routing counts (over B*(T-1) tokens), clip, update with lr = schedule(k),
 balancing-bias update from the counts. Token seeds are retried until every routing decision of both
 runs has a biased-score margin >= MIN_MARGIN (so f32 arithmetic routes identically).
 """
@@ -56,7 +59,7 @@ def run(cfg, weights, batches, opt_cfg):
     losses, norms, margin = [], [], float("inf")
     for k, tok in enumerate(batches):
         model.zero_grad(set_to_none=True)
-        loss = model.loss(tok)
+        loss = model.train_loss(tok)
         loss.backward()
         margin = min(margin, min_margin(model))
         counts = routing_counts(model)
@@ -64,7 +67,7 @@ def run(cfg, weights, batches, opt_cfg):
         norms.append(opt.step(schedule_lr(k, **SCHEDULE)))
         opt.update_balancing_biases(counts)
     with torch.no_grad():
-        losses.append(float(model.loss(batches[0])))
+        losses.append(float(model.train_loss(batches[0])))
     margin = min(margin, min_margin(model))
     return model, losses, norms, margin
 

@@ -37,23 +37,25 @@ def newton_schulz(g, steps=5):
 
 
 def schedule_lr(step, kind, warmup, total, peak, floor, decay_fraction=0.2):
-    """src/train/schedule.h."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
+    """src/train/schedule.h: step is 0-based, s = step + 1 of S = total; the peak at s = warmup,
+    the floor at s = total."""
+    s = step + 1
+    if s <= warmup:
+        return peak * s / warmup
     if kind == "constant":
         return peak
     if kind == "cosine":
         span = total - warmup
-        p = 1.0 if span <= 0 else min(max((step - warmup) / span, 0.0), 1.0)
+        p = 1.0 if span <= 0 else min(max((s - warmup) / span, 0.0), 1.0)
         return floor + (peak - floor) * 0.5 * (1.0 + math.cos(math.pi * p))
     if kind == "wsd":
         decay = int(round(decay_fraction * total))
         start = max(warmup, total - decay)
-        if step < start:
+        if s <= start:
             return peak
-        if step >= total or total <= start:
+        if s >= total:
             return floor
-        return peak + (floor - peak) * (step - start) / (total - start)
+        return peak + (floor - peak) * (s - start) / (total - start)
     raise ValueError(kind)
 
 

@@ -544,6 +544,14 @@ class ZayaTwin(nn.Module):
         lg = lg.to(_wide(lg.dtype))
         return F.cross_entropy(lg, tokens[:, 1:].reshape(-1), reduction="mean")
 
+    def train_loss(self, windows):
+        """The trainer's reading of a [B, T+1] batch of windows (system.md §3): the model reads the
+        first T tokens of each row and predicts the T after its first; mean CE over B*T."""
+        logits = self(windows[:, :-1])
+        V = logits.shape[-1]
+        lg = logits.reshape(-1, V).to(_wide(logits.dtype))
+        return F.cross_entropy(lg, windows[:, 1:].reshape(-1), reduction="mean")
+
     # ---------------- state handling ----------------
     def named_tensors(self):
         """All checkpoint tensors (parameters + balancing_biases buffers), name -> tensor."""

@@ -2,6 +2,7 @@
 // Trains (or resumes) a ZAYA1 model as the TOML file says; every key is documented by
 // --print-config. Unknown keys are rejected with a suggestion. Launched by mpirun/srun, the
 // processes train together (data parallel, ZeRO-1): train.micro_batch is per rank.
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,15 @@ int run_train(const TrainArgs& a) {
   validate_train_config(cfg);
   std::unique_ptr<dist::Group> group = dist::make_group("auto");
   const TrainSummary s = run_training(cfg, TrainOptions{.quiet = a.quiet, .group = group.get()});
-  log_info("train: {} steps in {:.1f}s, loss {:.4f} → {:.4f}, val_loss {:.4f} → {:.4f}, {} skipped",
-           s.steps_done, s.seconds, s.first_loss, s.last_loss, s.first_val_loss, s.last_val_loss,
-           s.skipped);
+  const auto val = [](double v) {
+    return std::isnan(v) ? std::string("–") : fmt::format("{:.4f}", v);
+  };
+  const std::string val_part =
+      s.val_status.empty()
+          ? fmt::format("val_loss {} → {}", val(s.first_val_loss), val(s.last_val_loss))
+          : s.val_status;
+  log_info("train: {} steps in {:.1f}s, loss {:.4f} → {:.4f}, {}, {} skipped", s.steps_done,
+           s.seconds, s.first_loss, s.last_loss, val_part, s.skipped);
   return 0;
 }
 

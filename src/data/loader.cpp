@@ -116,6 +116,17 @@ void TokenLoader::next_batch(int32_t* out, int64_t rows) {
   state_.position = advanced % windows_;
 }
 
+void TokenLoader::next_batch(int32_t* inputs, int32_t* targets, int64_t rows) {
+  const int64_t T = window_ - 1;
+  window_buf_.resize(size_t(rows * window_));
+  next_batch(window_buf_.data(), rows);
+  for (int64_t j = 0; j < rows; ++j) {
+    const int32_t* w = window_buf_.data() + j * window_;
+    std::copy(w, w + T, inputs + j * T);
+    std::copy(w + 1, w + 1 + T, targets + j * T);
+  }
+}
+
 void TokenLoader::restore(const LoaderState& s) {
   if (s.windows != 0 && s.windows != windows_)
     fail(

@@ -44,6 +44,9 @@ class TokenLoader {
 
   // Writes rows × window tokens (row-major) for this rank and advances the state by rows·world.
   void next_batch(int32_t* out, int64_t rows);
+  // The same rows split for next-token training: inputs[rows, W−1] are each window's first W−1
+  // tokens and targets[rows, W−1] the W−1 after the first (the next token of each input).
+  void next_batch(int32_t* inputs, int32_t* targets, int64_t rows);
   // The tokens of window k (in stream order, not shuffled) into out[0, window).
   void read_window(int64_t k, int32_t* out) const;
   // The stream index of the window at global row g of epoch e (the permutation).
@@ -66,6 +69,7 @@ class TokenLoader {
   uint64_t windows_ = 0, seed_ = 0;
   int rank_ = 0, world_ = 1;
   LoaderState state_;
+  std::vector<int32_t> window_buf_;  // [rows, W] scratch of the split next_batch
 };
 
 }  // namespace zaya

@@ -30,14 +30,21 @@ Tensor router_state_before(const Activations& a, const std::vector<int64_t>& pre
 }  // namespace
 
 double model_forward(const Model& m, Activations& a, const int32_t* ids) {
+  const int64_t B = a.B, T = a.T;
+  int32_t* tgt = a.targets.ptr<int32_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) tgt[b * T + t] = t + 1 < T ? ids[b * T + t + 1] : -1;
+  return model_forward(m, a, ids, tgt);
+}
+
+double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets) {
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
   const int64_t B = a.B, T = a.T, N = B * T;
   const float eps = float(c.norm_epsilon);
   std::memcpy(a.ids.data, ids, size_t(N) * sizeof(int32_t));
-  int32_t* tgt = a.targets.ptr<int32_t>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) tgt[b * T + t] = t + 1 < T ? ids[b * T + t + 1] : -1;
+  if (targets != a.targets.ptr<int32_t>())
+    std::memcpy(a.targets.data, targets, size_t(N) * sizeof(int32_t));
   ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
   const Tensor ids_flat = a.ids.view({N});
   ops::embedding_forward(a.emb, ids_flat, w.embed);
@@ -61,9 +68,11 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids) {
   ops::linear_forward(a.logits, a.x_final, w.embed, {});
   ops::xent_forward(a.loss_rows, a.lse, a.logits, a.targets);
   double sum = 0;
+  int64_t scored = 0;
   const float* lr = a.loss_rows.ptr<float>();
-  for (int64_t n = 0; n < N; ++n) sum += lr[n];
-  return sum / double(B * (T - 1));
+  const int32_t* tgt = a.targets.ptr<int32_t>();
+  for (int64_t n = 0; n < N; ++n) sum += lr[n], scored += tgt[n] >= 0;
+  return scored ? sum / double(scored) : 0.0;
 }
 
 void model_backward(Model& m, Activations& a, double grad_scale) {

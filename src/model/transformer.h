@@ -9,12 +9,18 @@
 namespace zaya {
 
 // Runs the forward pass on ids[B·T] (row-major [B,T]; every id must be in [0, V)), filling
-// `a.logits` [B·T, V]. Returns the mean next-token loss over B·(T−1) positions (C4).
+// `a.logits` [B·T, V], and scores it against targets[B·T] (the token each position should
+// predict; −1: none). Returns the mean cross-entropy over the positions that have a target (C4).
+// Training passes a window's first T tokens as ids and the T after its first as targets.
+double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets);
+
+// `zaya eval`'s reading (system.md §1): each row is its own target sequence, position t predicts
+// ids[t+1]; the mean over the B·(T−1) positions 0..T−2.
 double model_forward(const Model& m, Activations& a, const int32_t* ids);
 
 // Backward of (grad_scale · Σ per-position losses); for the gradient of the mean loss pass
-// 1/(B·(T−1)). Parameter gradients accumulate into m.grads(). Destroys a.logits (reused for
-// dlogits). Must follow model_forward on the same activations.
+// 1/(positions with a target). Parameter gradients accumulate into m.grads(). Destroys a.logits
+// (reused for dlogits). Must follow model_forward on the same activations.
 void model_backward(Model& m, Activations& a, double grad_scale);
 
 }  // namespace zaya

@@ -7,21 +7,22 @@
 namespace zaya {
 
 double Schedule::lr(int64_t step) const {
-  if (step < warmup) return peak * double(step + 1) / double(warmup);
+  const int64_t s = step + 1;  // 1-based: the step line's number
+  if (s <= warmup) return peak * double(s) / double(warmup);
   switch (kind) {
     case Constant:
       return peak;
     case Cosine: {
       const int64_t span = total - warmup;
-      const double p = span <= 0 ? 1.0 : std::clamp(double(step - warmup) / double(span), 0.0, 1.0);
+      const double p = span <= 0 ? 1.0 : std::clamp(double(s - warmup) / double(span), 0.0, 1.0);
       return floor + (peak - floor) * 0.5 * (1.0 + std::cos(M_PI * p));
     }
     case WSD: {
       const int64_t decay = std::llround(decay_fraction * double(total));
-      const int64_t start = std::max(warmup, total - decay);
-      if (step < start) return peak;
-      if (step >= total || total <= start) return floor;
-      return peak + (floor - peak) * double(step - start) / double(total - start);
+      const int64_t start = std::max(warmup, total - decay);  // the last step at the peak
+      if (s <= start) return peak;
+      if (s >= total) return floor;
+      return peak + (floor - peak) * double(s - start) / double(total - start);
     }
   }
   return peak;

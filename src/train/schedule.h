@@ -1,13 +1,14 @@
 // Learning-rate schedules (system.md §3): linear warm-up, then cosine or WSD
 // (warmup-stable-decay) down to a floor, or constant.
 //
-// lr(step) is the rate of optimizer step `step` (0-based):
-// - warm-up, step < warmup: peak·(step+1)/warmup (the first step is not wasted at lr 0; step
-//   warmup−1 runs at peak);
-// - Cosine: floor + (peak−floor)·½(1 + cos(π·p)), p = (step−warmup)/(total−warmup) clamped to
-//   [0,1], so step `total` (and beyond) runs at floor;
-// - WSD: peak until decay_start = total − round(decay_fraction·total), then linear from peak at
-//   decay_start to floor at `total` (and floor beyond);
+// lr(k) is the rate of optimizer step k (0-based; the step line calls it step s = k + 1 of S =
+// `total`, W = `warmup`):
+// - warm-up, s ≤ W: peak·s/W — the first step is not wasted at lr 0, step W runs at the peak;
+// - Cosine: floor + (peak−floor)·½(1 + cos(π·p)) with p = (s−W)/(S−W) clamped to [0,1]: step W+1
+//   is the first one below the peak and the last step S runs at the floor (so does any step
+//   beyond S);
+// - WSD: peak until the decay's D = round(decay_fraction·S) last steps (never inside the
+//   warm-up), then linear: step S−D+j runs at peak − (peak−floor)·j/D, so step S runs at floor;
 // - Constant: peak after warm-up.
 #pragma once
 #include <cstdint>
@@ -18,7 +19,7 @@ struct Schedule {
   enum Kind { Cosine, WSD, Constant };
   Kind kind = Cosine;
   int64_t warmup = 0, total = 1;
-  double peak = 3e-4, floor = 0;  // floor: the minimum lr reached at `total`
+  double peak = 3e-4, floor = 0;  // floor: the lr of the last step (`total`)
   double decay_fraction = 0.2;    // WSD: final fraction of the steps that decays linearly
   double lr(int64_t step) const;
 };

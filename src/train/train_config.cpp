@@ -16,7 +16,8 @@ const std::vector<TrainField>& train_fields() {
       {"model.init_std", &C::init_std, "std of the normal init of matrices and embeddings"},
       {"data.dataset", &C::dataset, "directory written by `zaya data prepare`"},
       {"data.tokenizer", &C::tokenizer, "tokenizer.json used to print samples ('' = none)"},
-      {"data.seq_len", &C::seq_len, "tokens per row; each row reads seq_len + 1"},
+      {"data.seq_len", &C::seq_len,
+       "tokens the model reads per row (a window of seq_len + 1: inputs and next-token targets)"},
       {"train.micro_batch", &C::micro_batch,
        "rows per forward/backward on each rank (global batch = micro_batch × grad_accum × ranks)"},
       {"train.grad_accum", &C::grad_accum, "micro-batches per optimizer step"},
@@ -24,16 +25,19 @@ const std::vector<TrainField>& train_fields() {
       {"train.seed", &C::seed, "seed of init and data order"},
       {"train.log_every", &C::log_every, "print a step line every N steps"},
       {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)"},
-      {"train.eval_batches", &C::eval_batches, "validation micro-batches per evaluation"},
+      {"train.eval_batches", &C::eval_batches,
+       "validation micro-batches per evaluation (0 = no evaluation)"},
       {"train.sample_every", &C::sample_every, "print a sample every N steps (0 = at the end)"},
       {"train.sample_tokens", &C::sample_tokens, "tokens per sample"},
       {"train.sample_prompt", &C::sample_prompt, "prompt of the samples"},
       {"train.sample_temperature", &C::sample_temperature, "sampling temperature (0 = greedy)"},
       {"train.metrics", &C::metrics, "append one JSON object per step to this file ('' = none)"},
-      {"optim.schedule", &C::schedule, "cosine | wsd | constant (after linear warm-up)"},
+      {"optim.schedule", &C::schedule,
+       "cosine | wsd | constant after linear warm-up (peak at step warmup, min_lr at the last "
+       "step)"},
       {"optim.lr", &C::lr, "peak learning rate (Muon and AdamW share it: RMS-matched)"},
-      {"optim.min_lr", &C::min_lr, "floor of the decay"},
-      {"optim.warmup", &C::warmup, "linear warm-up steps"},
+      {"optim.min_lr", &C::min_lr, "floor of the decay: the lr of the last step"},
+      {"optim.warmup", &C::warmup, "linear warm-up steps (step k ≤ warmup runs at lr·k/warmup)"},
       {"optim.decay_fraction", &C::decay_fraction, "wsd: final fraction of steps that decays"},
       {"optim.weight_decay", &C::weight_decay, "decoupled weight decay on matrices"},
       {"optim.grad_clip", &C::grad_clip, "clip the global gradient norm to this (0 = off)"},
@@ -176,7 +180,7 @@ void validate_train_config(const TrainConfig& c) {
   positive(c.grad_accum, "train.grad_accum");
   positive(c.steps, "train.steps");
   positive(c.log_every, "train.log_every");
-  positive(c.eval_batches, "train.eval_batches");
+  non_negative(double(c.eval_batches), "train.eval_batches");
   positive(c.muon_ns_steps, "optim.muon_ns_steps");
   non_negative(double(c.eval_every), "train.eval_every");
   non_negative(double(c.sample_every), "train.sample_every");

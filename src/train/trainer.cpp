@@ -185,17 +185,24 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   Optimizer optim(m, make_optimizer_config(cfg), group);
   const Schedule schedule = make_schedule(cfg);
 
-  const int64_t T = cfg.seq_len + 1, B = cfg.micro_batch;
+  // A row is a window of seq_len + 1 tokens: the model reads its first T = seq_len and predicts
+  // the T after its first, so a step has global_rows · T scored (and routed) tokens.
+  const int64_t T = cfg.seq_len, B = cfg.micro_batch;
   const int64_t global_rows = B * cfg.grad_accum * world;  // rows per optimizer step
-  TokenLoader train_data(cfg.dataset, "train", T, uint64_t(cfg.seed), rank, world);
+  TokenLoader train_data(cfg.dataset, "train", T + 1, uint64_t(cfg.seed), rank, world);
   if (train_data.manifest().vocab_size > c.vocab_size)
     fail("dataset {} was tokenised with {} tokens but the model's vocab_size is {}", cfg.dataset,
          train_data.manifest().vocab_size, c.vocab_size);
   std::optional<TokenLoader> val_data;
-  try {
-    val_data.emplace(cfg.dataset, "val", T, uint64_t(cfg.seed), rank, world);
-  } catch (const Error& e) {
-    log_info("train: no validation data ({}); validation loss disabled", e.what());
+  if (cfg.eval_batches == 0) {
+    summary.val_status = "evaluation off (train.eval_batches = 0)";
+  } else {
+    try {
+      val_data.emplace(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);
+    } catch (const Error& e) {
+      summary.val_status = "no validation split";
+      log_info("train: no validation loss: {}", e.what());
+    }
   }
 
   int64_t start_step = 0;
@@ -263,18 +270,18 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
   }
 
   Activations acts(c, B, T);
-  std::vector<int32_t> batch(size_t(B * T));
+  std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
   // Every rank's gradient is a share of the global batch's mean: their sum is the mean.
-  const double grad_scale = 1.0 / double(global_rows * (T - 1));
+  const double grad_scale = 1.0 / double(global_rows * T);
 
   // Collective: the mean over eval_batches global batches, split over the ranks like training.
   auto validation_loss = [&]() -> double {
     if (!val_data) return NAN;
-    TokenLoader val(cfg.dataset, "val", T, uint64_t(cfg.seed), rank, world);  // same every time
+    TokenLoader val(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);  // same each time
     double sum = 0;
     for (int64_t i = 0; i < cfg.eval_batches; ++i) {
-      val.next_batch(batch.data(), B);
-      sum += model_forward(m, acts, batch.data());
+      val.next_batch(inputs.data(), targets.data(), B);
+      sum += model_forward(m, acts, inputs.data(), targets.data());
     }
     group.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
     return sum / double(cfg.eval_batches * world);
@@ -321,8 +328,8 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
     double loss = 0;
     std::map<int64_t, std::vector<int64_t>> counts;
     for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
-      train_data.next_batch(batch.data(), B);
-      loss += model_forward(m, acts, batch.data()) / double(cfg.grad_accum);
+      train_data.next_batch(inputs.data(), targets.data(), B);
+      loss += model_forward(m, acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
       add_counts(counts, count_routing(c, acts));
       model_backward(m, acts, grad_scale);
     }
@@ -347,7 +354,7 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
       optim.update(m, lr);
       optim.update_balancing_biases(m, counts);
     }
-    const int64_t tokens = global_rows * (T - 1);
+    const int64_t tokens = global_rows * T;
     tokens_since_log += tokens;
     const double step_s = step_timer.seconds();
     const double tps = double(tokens) / step_s;

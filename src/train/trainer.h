@@ -10,6 +10,7 @@
 // over the ranks. A run resumes from its newest valid checkpoint (model, optimizer, data position,
 // step) on any number of ranks — bitwise on the same number.
 #pragma once
+#include <cmath>
 #include <string>
 
 #include "train/train_config.h"
@@ -23,7 +24,8 @@ class Group;
 struct TrainSummary {
   int64_t steps_done = 0, skipped = 0;
   double first_loss = 0, last_loss = 0;
-  double first_val_loss = 0, last_val_loss = 0;
+  double first_val_loss = NAN, last_val_loss = NAN;  // NaN: not evaluated (see val_status)
+  std::string val_status;  // why there is no validation loss; empty when there is one
   double seconds = 0;
 };
 

@@ -195,3 +195,24 @@ TEST(Loader, CorruptedOrMissingShardNamesTheFile) {
   std::filesystem::remove(shard);
   expect_error([&] { TokenLoader(dir.path, "train", 10, 0); }, {shard, "cannot open"});
 }
+
+// The training split of a batch: inputs are each window's first W−1 tokens, targets the next
+// token of each input; the rows and the advance are those of the unsplit call.
+TEST(Loader, InputsAndTargetsAreTheWindowShiftedByOne) {
+  ScratchDir dir;
+  make_dataset(dir.path, {50, 31});
+  TokenLoader whole(dir.path, "train", 9, 5), split(dir.path, "train", 9, 5);
+  const int64_t rows = 3, T = 8;
+  std::vector<int32_t> windows(size_t(rows * 9)), in(size_t(rows * T)), tgt(in.size());
+  for (int step = 0; step < 4; ++step) {
+    whole.next_batch(windows.data(), rows);
+    split.next_batch(in.data(), tgt.data(), rows);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t t = 0; t < T; ++t) {
+        EXPECT_EQ(in[size_t(r * T + t)], windows[size_t(r * 9 + t)]);
+        EXPECT_EQ(tgt[size_t(r * T + t)], windows[size_t(r * 9 + t + 1)]);
+        EXPECT_EQ(tgt[size_t(r * T + t)], in[size_t(r * T + t)] + 1);  // the stream is 0, 1, 2 …
+      }
+    EXPECT_EQ(whole.state(), split.state());
+  }
+}

@@ -58,30 +58,52 @@ TEST(AdamW, ThreeStepsMatchTheScalarReference) {
   expect_close(m, mr, 1e-7, 1e-6, "adamw m");
 }
 
+// Steps are 0-based in lr(k); the comments use the step line's s = k + 1 of S, warm-up W.
 TEST(Schedule, WarmupCosineWsdConstant) {
   Schedule s{Schedule::Cosine, 10, 110, 1.0, 0.1, 0.2};
-  EXPECT_DOUBLE_EQ(s.lr(0), 0.1);  // linear warm-up, first step at peak/warmup
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.1);  // s = 1: linear warm-up, peak/W
   EXPECT_DOUBLE_EQ(s.lr(4), 0.5);
-  EXPECT_DOUBLE_EQ(s.lr(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.lr(10), 1.0);      // cosine starts at peak
-  EXPECT_NEAR(s.lr(60), 0.55, 1e-12);   // halfway: (peak + floor)/2
-  EXPECT_NEAR(s.lr(110), 0.1, 1e-12);   // reaches the floor at total
-  EXPECT_NEAR(s.lr(1000), 0.1, 1e-12);  // and stays there
-  for (int64_t t = 10; t < 110; ++t) EXPECT_GE(s.lr(t), s.lr(t + 1));
+  EXPECT_DOUBLE_EQ(s.lr(9), 1.0);  // s = W: the peak, once
+  EXPECT_NEAR(s.lr(10), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI / 100)), 1e-15);  // s = W + 1
+  EXPECT_LT(s.lr(10), 1.0);
+  EXPECT_NEAR(s.lr(59), 0.55, 1e-12);  // s = 60, halfway: (peak + floor)/2
+  EXPECT_DOUBLE_EQ(s.lr(109), 0.1);    // s = S: the floor on the last step
+  EXPECT_DOUBLE_EQ(s.lr(1000), 0.1);   // and beyond
+  for (int64_t t = 9; t < 109; ++t) EXPECT_GT(s.lr(t), s.lr(t + 1));
 
-  Schedule w{Schedule::WSD, 10, 110, 1.0, 0.0, 0.2};  // decay over the last 22 steps
-  EXPECT_DOUBLE_EQ(w.lr(9), 1.0);
-  EXPECT_DOUBLE_EQ(w.lr(50), 1.0);
-  EXPECT_DOUBLE_EQ(w.lr(87), 1.0);     // stable until total − 22 = 88
-  EXPECT_DOUBLE_EQ(w.lr(88), 1.0);     // decay starts at peak …
-  EXPECT_NEAR(w.lr(99), 0.5, 1e-12);   // … linear …
-  EXPECT_NEAR(w.lr(110), 0.0, 1e-12);  // … to the floor at total
-  EXPECT_NEAR(w.lr(200), 0.0, 1e-12);
+  Schedule w{Schedule::WSD, 10, 110, 1.0, 0.0, 0.2};  // decay over the last D = 22 steps
+  EXPECT_DOUBLE_EQ(w.lr(0), 0.1);                     // s = 1
+  EXPECT_DOUBLE_EQ(w.lr(9), 1.0);                     // s = W
+  EXPECT_DOUBLE_EQ(w.lr(10), 1.0);                    // s = W + 1: stable
+  EXPECT_DOUBLE_EQ(w.lr(87), 1.0);                    // s = S − D = 88: the last at the peak
+  EXPECT_NEAR(w.lr(88), 1.0 - 1.0 / 22, 1e-15);       // s = 89: decay begins
+  EXPECT_NEAR(w.lr(98), 0.5, 1e-12);                  // s = 99: halfway
+  EXPECT_DOUBLE_EQ(w.lr(109), 0.0);                   // s = S: the floor
+  EXPECT_DOUBLE_EQ(w.lr(200), 0.0);
 
   Schedule c{Schedule::Constant, 4, 100, 2.0, 0.0, 0.0};
   EXPECT_DOUBLE_EQ(c.lr(1), 1.0);
-  EXPECT_DOUBLE_EQ(c.lr(4), 2.0);
+  EXPECT_DOUBLE_EQ(c.lr(3), 2.0);
   EXPECT_DOUBLE_EQ(c.lr(1000), 2.0);
+}
+
+// The case the issue reported: lr 0.02 → 0.002, warm-up 3, 10 steps. The peak is reached once
+// (step 3) and the last step runs at min_lr; WSD's short decay also ends at the floor.
+TEST(Schedule, PeakOnceAndTheFloorOnTheLastStep) {
+  for (Schedule::Kind kind : {Schedule::Cosine, Schedule::WSD}) {
+    const Schedule s{kind, 3, 10, 0.02, 0.002, 1.0};  // WSD: decays over every step after W
+    EXPECT_NEAR(s.lr(0), 0.02 / 3, 1e-17);
+    EXPECT_NEAR(s.lr(1), 0.04 / 3, 1e-17);
+    EXPECT_DOUBLE_EQ(s.lr(2), 0.02);
+    EXPECT_LT(s.lr(3), 0.02) << "step W + 1 must be below the peak";
+    EXPECT_DOUBLE_EQ(s.lr(9), 0.002);
+    for (int64_t k = 2; k < 9; ++k) EXPECT_GT(s.lr(k), s.lr(k + 1)) << k;
+  }
+  // WSD with a decay shorter than the run: stable, then linear over the last D = 2 steps.
+  const Schedule w{Schedule::WSD, 3, 10, 0.02, 0.002, 0.2};
+  EXPECT_DOUBLE_EQ(w.lr(7), 0.02);  // s = 8 = S − D
+  EXPECT_NEAR(w.lr(8), 0.011, 1e-15);
+  EXPECT_DOUBLE_EQ(w.lr(9), 0.002);
 }
 
 TEST(GradClip, ScalesToExactlyTheMaxNormAndReturnsThePreClipNorm) {

@@ -1,7 +1,8 @@
 // Five optimizer steps (AdamW-only and Muon) from the same weights and batches as the float64
 // PyTorch twin (scripts/reference/make_optim_vectors.py → tests/data/optim/<case>/): the losses
 // within 1e-4 relative, pre-clip gradient norms within 1e-4 relative, final weights within 1e-3
-// relative L2 per tensor. A step: forward/backward of the mean loss, routing counts, clip +
+// relative L2 per tensor. A step (the trainer's): forward over each window's first T tokens,
+// backward of the mean loss against the next tokens, routing counts over B·T tokens, clip +
 // update at lr = schedule(k), balancing-bias update.
 #include <algorithm>
 #include <cmath>
@@ -52,19 +53,30 @@ void run_case(const std::string& run) {
   Model m = Model::load_dir(kCase.string());
   const TokenLines tl = read_token_lines((kCase / "tokens.txt").string(), m.config().vocab_size);
   ASSERT_EQ(tl.rows, B * S);
-  const int64_t T = tl.cols;
+  // Each line is a window of T + 1 tokens: the model reads the first T, the targets are the T
+  // after the first (the trainer's step).
+  const int64_t T = tl.cols - 1;
   Optimizer opt(m, cfg);
   Activations a(m.config(), B, T);
+  std::vector<int32_t> inputs(size_t(B * T)), targets(inputs.size());
+  auto forward = [&](int64_t batch) {
+    for (int64_t r = 0; r < B; ++r)
+      for (int64_t t = 0; t < T; ++t) {
+        inputs[size_t(r * T + t)] = tl.ids[size_t((batch * B + r) * tl.cols + t)];
+        targets[size_t(r * T + t)] = tl.ids[size_t((batch * B + r) * tl.cols + t + 1)];
+      }
+    return model_forward(m, a, inputs.data(), targets.data());
+  };
   std::vector<double> losses, norms;
   for (int64_t k = 0; k < S; ++k) {
     m.zero_grads();
-    losses.push_back(model_forward(m, a, tl.ids.data() + k * B * T));
+    losses.push_back(forward(k));
     const auto counts = count_routing(m.config(), a);
-    model_backward(m, a, 1.0 / double(B * (T - 1)));
+    model_backward(m, a, 1.0 / double(B * T));
     norms.push_back(opt.step(m, sched.lr(k)));
     opt.update_balancing_biases(m, counts);
   }
-  losses.push_back(model_forward(m, a, tl.ids.data()));
+  losses.push_back(forward(0));
   EXPECT_EQ(opt.steps(), S);
 
   const SafeTensors want = SafeTensors::open_file((kCase / "expected.safetensors").string());
