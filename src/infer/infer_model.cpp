@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 
 #include "core/assert.h"
 #include "core/rng.h"
@@ -35,59 +34,6 @@ Tensor shaped(void* data, DType t, const std::vector<int64_t>& shape) {
   return v;
 }
 
-using Resolve = std::function<Tensor(const ParamSpec&)>;
-
-// Fills the per-layer structs from `resolve`, by the names of model/param_names.h.
-void bind_layers(const ZayaConfig& c, const ParamLayout& layout, const Resolve& resolve,
-                 InferModel& m) {
-  auto get = [&](const std::string& name) { return resolve(layout.at(name)); };
-  auto res = [&](const std::string& p, bool with_residual) {
-    const names::ResNames n = names::res(p);
-    ResScale r{get(n.ao), get(n.bo), {}, {}};
-    if (with_residual) r.ar = get(n.ar), r.br = get(n.br);
-    return r;
-  };
-  m.embed = get(names::kEmbed);
-  m.layers.assign(size_t(c.num_layers()), {});
-  for (int64_t i = 0; i < c.num_layers(); ++i) {
-    InferLayer& l = m.layers[size_t(i)];
-    const names::LayerNames n = names::layer(i);
-    l.input_norm = get(n.input_norm);
-    l.res = res(n.res_prefix, i > 0);
-    if (c.is_attention(i)) {
-      InferAttention& at = l.attn;
-      at.wq = get(n.q);
-      at.wk = get(n.k);
-      at.wv1 = get(n.v1);
-      at.wv2 = get(n.v2);
-      at.conv0_w = get(n.conv0_w);
-      at.conv0_b = get(n.conv0_b);
-      at.conv1_w = get(n.conv1_w);
-      at.conv1_b = get(n.conv1_b);
-      at.temp = get(n.temp);
-      at.wo = get(n.o);
-    } else {
-      InferMoe& e = l.moe;
-      e.down_w = get(n.down_w);
-      e.down_b = get(n.down_b);
-      if (c.has_eda_scale(i)) e.eda_scale = get(n.eda_scale);
-      e.norm_w = get(n.eda_norm);
-      e.m1_w = get(n.m1_w);
-      e.m1_b = get(n.m1_b);
-      e.m2_w = get(n.m2_w);
-      e.m2_b = get(n.m2_b);
-      e.m3_w = get(n.m3_w);
-      e.biases = get(n.biases);
-      for (int64_t k = 0; k < c.num_experts(i); ++k) {
-        e.fc1.push_back(get(n.fc1(k)));
-        e.fc2.push_back(get(n.fc2(k)));
-      }
-    }
-  }
-  m.final_res = res(names::kFinalRes, true);
-  m.final_norm = get(names::kFinalNorm);
-}
-
 }  // namespace
 
 InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
@@ -102,7 +48,7 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   m.file_ = st;
   const ParamLayout layout = make_param_layout(m.config_);
   bool any_bf16 = false;
-  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+  ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const SafeTensorInfo* info = st->find(s.name);
     if (!info) fail("{}: missing tensor '{}'; config.json and the weights disagree", dir, s.name);
     if (info->shape != s.shape) {
@@ -130,7 +76,7 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
     m.owned_.push_back(buf);
     return t;
   };
-  bind_layers(m.config_, layout, resolve, m);
+  m.bind(layout, resolve);
   m.matrix_dtype_ = any_bf16 ? DType::BF16 : DType::F32;
   return m;
 }
@@ -156,12 +102,12 @@ InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
   m.config_ = src.config();
   m.source_ = "(in memory)";
   m.matrix_dtype_ = matrix_dtype;
-  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+  ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const Tensor f32 = src.param(s.name);
     if (!keeps_dtype(s.kind) || matrix_dtype == DType::F32) return f32;
     return m.owned_bf16_copy(f32);
   };
-  bind_layers(m.config_, src.layout(), resolve, m);
+  m.bind(src.layout(), resolve);
   return m;
 }
 
@@ -176,7 +122,7 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
   const ParamLayout layout = make_param_layout(c);
   const double half_width = std * std::sqrt(3.0);  // uniform on [−a, a] has std a/√3
   uint64_t stream = 0;
-  Resolve resolve = [&](const ParamSpec& s) -> Tensor {
+  ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const DType t = keeps_dtype(s.kind) ? matrix_dtype : DType::F32;
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * dtype_size(t));
     m.owned_.push_back(buf);
@@ -200,7 +146,7 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
     }
     return shaped(buf->data(), t, s.shape);
   };
-  bind_layers(m.config_, layout, resolve, m);
+  m.bind(layout, resolve);
   return m;
 }
 
@@ -219,28 +165,17 @@ int64_t InferModel::dense_weight_bytes() const {
   return bytes;
 }
 
-int64_t InferModel::total_weight_bytes() const {
-  int64_t bytes = int64_t(embed.nbytes() + final_norm.nbytes());
-  auto add = [&](const Tensor& t) { bytes += t.defined() ? int64_t(t.nbytes()) : 0; };
-  auto add_res = [&](const ResScale& r) {
-    for (const Tensor* t : {&r.ao, &r.bo, &r.ar, &r.br}) add(*t);
-  };
-  add_res(final_res);
-  for (const InferLayer& l : layers) {
-    add(l.input_norm);
-    add_res(l.res);
-    const InferAttention& a = l.attn;
-    for (const Tensor* t : {&a.wq, &a.wk, &a.wv1, &a.wv2, &a.wo, &a.conv0_w, &a.conv0_b, &a.conv1_w,
-                            &a.conv1_b, &a.temp})
-      add(*t);
-    const InferMoe& e = l.moe;
-    for (const Tensor* t : {&e.down_w, &e.m1_w, &e.m2_w, &e.m3_w, &e.down_b, &e.eda_scale,
-                            &e.norm_w, &e.m1_b, &e.m2_b, &e.biases})
-      add(*t);
-    for (const Tensor& t : e.fc1) add(t);
-    for (const Tensor& t : e.fc2) add(t);
-  }
-  return bytes;
+void InferModel::bind(const ParamLayout& layout, const ResolveParam& resolve) {
+  total_bytes_ = 0;
+  ParamViews v = bind_params(config_, layout, [&](const ParamSpec& s) {
+    const Tensor t = resolve(s);
+    total_bytes_ += int64_t(t.nbytes());
+    return t;
+  });
+  embed = v.embed;
+  layers = std::move(v.layers);
+  final_res = v.final_res;
+  final_norm = v.final_norm;
 }
 
 }  // namespace zaya

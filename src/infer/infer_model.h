@@ -12,33 +12,18 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "io/zaya_config.h"
-#include "model/weights.h"
+#include "model/param_views.h"
 
 namespace zaya {
 
 class Model;
 class SafeTensors;
 
-struct InferAttention {
-  Tensor wq, wk;                  // [Hq·d, D], [Hk·d, D]          (F32 or BF16)
-  Tensor wv1, wv2;                // [Hk·d/2, D] each: current / previous token values
-  Tensor wo;                      // [D, Hq·d]
-  Tensor conv0_w, conv1_w;        // [C,1,2], [C,d,2]              (F32 or BF16)
-  Tensor conv0_b, conv1_b, temp;  // F32: [C], [C], [Hk]
-};
-
-struct InferMoe {
-  Tensor down_w, m1_w, m2_w, m3_w;  // [R,D], [R,R], [R,R], [K,R]   (F32 or BF16)
-  Tensor down_b, eda_scale, norm_w, m1_b, m2_b, biases;  // F32; eda_scale undefined if absent
-  std::vector<Tensor> fc1, fc2;  // per expert: [F, D], [D, F/2]  (F32 or BF16)
-};
-
-struct InferLayer {
-  Tensor input_norm;  // [D] F32
-  ResScale res;       // F32 vectors
-  InferAttention attn;
-  InferMoe moe;
-};
+// The per-tensor views of model/param_views.h: matrices, experts, the embedding and the conv
+// weights F32 or BF16; every other tensor F32.
+using InferAttention = AttentionParams;
+using InferMoe = MoeParams;
+using InferLayer = LayerParams;
 
 class InferModel {
  public:
@@ -72,7 +57,7 @@ class InferModel {
   // Bytes of one embedding row (what looking up one token reads).
   int64_t embedding_row_bytes() const { return int64_t(embed.nbytes() / size_t(embed.shape[0])); }
   // Bytes of all weights held (mapped or owned).
-  int64_t total_weight_bytes() const;
+  int64_t total_weight_bytes() const { return total_bytes_; }
 
   Tensor embed;  // [V, D]
   std::vector<InferLayer> layers;
@@ -84,6 +69,9 @@ class InferModel {
   ZayaConfig config_;
   std::string source_;
   DType matrix_dtype_ = DType::F32;
+  int64_t total_bytes_ = 0;  // of every tensor as bound (mapped or owned)
+  // Binds every tensor through resolve (model/param_views.h), counting the bytes it holds.
+  void bind(const ParamLayout& layout, const ResolveParam& resolve);
   std::shared_ptr<const SafeTensors> file_;     // keeps the mapping alive
   std::vector<std::shared_ptr<Buffer>> owned_;  // widened vectors and converted matrices
 };

@@ -1,4 +1,8 @@
+// Model facts (inspect.h) from the parameter layout: counts, active parameters, FLOPs and cache
+// sizes per token.
 #include "model/inspect.h"
+
+#include <vector>
 
 #include "model/param_layout.h"
 
@@ -9,6 +13,7 @@ ModelFacts model_facts(const ZayaConfig& c, int64_t context_length) {
   const ParamLayout layout = make_param_layout(c);
   const int64_t D = c.hidden_size, V = c.vocab_size, d = c.head_dim();
   int64_t matrix_values = 0, inactive_expert_values = 0;
+  std::vector<int64_t> expert_values(size_t(c.num_layers()), 0);  // per sub-layer, all experts
   for (const ParamSpec& s : layout.specs) {
     ++f.tensors;
     if (!s.trainable()) {
@@ -17,6 +22,7 @@ ModelFacts model_facts(const ZayaConfig& c, int64_t context_length) {
     }
     f.params_total += s.numel();
     if (s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert) matrix_values += s.numel();
+    if (s.kind == ParamKind::Expert) expert_values[size_t(s.layer)] += s.numel();
   }
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     if (c.is_attention(i)) {
@@ -24,8 +30,9 @@ ModelFacts model_facts(const ZayaConfig& c, int64_t context_length) {
       continue;
     }
     ++f.moe_layers;
-    const int64_t F = c.ffn_hidden_size_list[size_t(i)];
-    inactive_expert_values += (c.num_experts(i) - 1) * (F * D + D * F / 2);
+    // A token reads one expert of the layer (all experts have the same shape).
+    const int64_t E = c.num_experts(i);
+    inactive_expert_values += expert_values[size_t(i)] / E * (E - 1);
   }
   f.params_no_embedding = f.params_total - V * D;
   f.params_active_no_embedding = f.params_no_embedding - inactive_expert_values;

@@ -15,8 +15,9 @@ namespace {
 
 struct Builder {
   ParamLayout layout;
+  int64_t layer = -1;  // of the tensors added next
   void add(std::string name, std::vector<int64_t> shape, ParamKind kind, ParamInit init) {
-    ParamSpec s{std::move(name), std::move(shape), kind, init, layout.total};
+    ParamSpec s{std::move(name), std::move(shape), kind, init, layer, layout.total};
     layout.total += size_t(s.numel());
     layout.index[s.name] = layout.specs.size();
     layout.specs.push_back(std::move(s));
@@ -45,6 +46,7 @@ ParamLayout make_param_layout(const ZayaConfig& c) {
   b.add(names::kEmbed, {c.vocab_size, D}, ParamKind::Embedding, ParamInit::Normal);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const names::LayerNames n = names::layer(i);
+    b.layer = i;
     b.add(n.input_norm, {D}, ParamKind::Vector, ParamInit::One);
     b.res_scale(n.res_prefix, D, i > 0);
     if (c.is_attention(i)) {
@@ -76,6 +78,7 @@ ParamLayout make_param_layout(const ZayaConfig& c) {
         b.add(n.fc2(x), {D, F / 2}, ParamKind::Expert, ParamInit::Normal);
     }
   }
+  b.layer = -1;
   b.res_scale(names::kFinalRes, D, true);
   b.add(names::kFinalNorm, {D}, ParamKind::Vector, ParamInit::One);
   return std::move(b.layout);

@@ -31,7 +31,8 @@ struct ParamSpec {
   std::vector<int64_t> shape;
   ParamKind kind;
   ParamInit init;
-  size_t offset = 0;  // in elements from the arena base
+  int64_t layer = -1;  // the sub-layer it belongs to; −1 for the embedding and the final merge
+  size_t offset = 0;   // in elements from the arena base
   int64_t numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;

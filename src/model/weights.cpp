@@ -1,71 +1,65 @@
+// bind_weights (weights.h): bind_params over an F32 arena, then the packed GEMM views.
 #include "model/weights.h"
 
-#include <string>
-
-#include "model/param_names.h"
+#include "core/assert.h"
 
 namespace zaya {
 
 namespace {
 
-struct Binder {
-  const ParamLayout& layout;
-  float* base;
-  Tensor get(const std::string& name) const { return layout.at(name).view(base); }
-  // Tensor `first` and those packed after it, viewed as one [rows, cols] block.
-  Tensor span(const std::string& first, int64_t rows, int64_t cols) const {
-    return Tensor(base + layout.at(first).offset, {rows, cols});
-  }
-  ResScale res(const std::string& p, bool with_residual) const {
-    const names::ResNames n = names::res(p);
-    ResScale r{get(n.ao), get(n.bo), {}, {}};
-    if (with_residual) r.ar = get(n.ar), r.br = get(n.br);
-    return r;
-  }
-};
+// `first` and the tensors packed after it, viewed as one block of `dims` (the layout keeps them
+// adjacent; `last` is the final one of the run, checked to end where the block does).
+Tensor packed(const Tensor& first, const Tensor& last, std::initializer_list<int64_t> dims) {
+  Tensor t(first.data, first.dtype, dims);
+  ZAYA_ASSERT(static_cast<const char*>(last.data) + last.nbytes() ==
+                  static_cast<const char*>(first.data) + t.nbytes(),
+              "weights: tensors of one GEMM are not adjacent in the layout");
+  return t;
+}
 
 }  // namespace
 
 ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float* base) {
-  Binder b{layout, base};
+  const ParamViews v = bind_params(c, layout, [&](const ParamSpec& s) { return s.view(base); });
   const int64_t D = c.hidden_size, d = c.head_dim(), Hk = c.kv_heads();
   ModelWeights w;
-  w.embed = b.get(names::kEmbed);
-  w.layers.resize(size_t(c.num_layers()));
+  w.embed = v.embed;
+  w.final_res = v.final_res;
+  w.final_norm = v.final_norm;
+  w.layers.resize(v.layers.size());
   for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const LayerParams& p = v.layers[size_t(i)];
     LayerWeights& l = w.layers[size_t(i)];
-    const names::LayerNames n = names::layer(i);
-    l.input_norm = b.get(n.input_norm);
-    l.res = b.res(n.res_prefix, i > 0);
+    l.input_norm = p.input_norm;
+    l.res = p.res;
     if (c.is_attention(i)) {
-      AttentionWeights& at = l.attn;
-      at.wqk = b.span(n.q, c.conv_channels(), D);  // q then k, packed
-      at.wv = b.span(n.v1, Hk * d, D);             // v1 then v2, packed
-      at.conv0_w = b.get(n.conv0_w);
-      at.conv0_b = b.get(n.conv0_b);
-      at.conv1_w = b.get(n.conv1_w);
-      at.conv1_b = b.get(n.conv1_b);
-      at.temp = b.get(n.temp);
-      at.wo = b.get(n.o);
+      const AttentionParams& a = p.attn;
+      l.attn = {packed(a.wq, a.wk, {c.conv_channels(), D}),
+                packed(a.wv1, a.wv2, {Hk * d, D}),
+                a.conv0_w,
+                a.conv0_b,
+                a.conv1_w,
+                a.conv1_b,
+                a.temp,
+                a.wo};
     } else {
+      const MoeParams& e = p.moe;
       const int64_t E = c.num_experts(i), F = c.ffn_hidden_size_list[size_t(i)];
       MoeWeights& m = l.moe;
-      m.down_w = b.get(n.down_w);
-      m.down_b = b.get(n.down_b);
-      if (c.has_eda_scale(i)) m.eda_scale = b.get(n.eda_scale);
-      m.norm_w = b.get(n.eda_norm);
-      m.m1_w = b.get(n.m1_w);
-      m.m1_b = b.get(n.m1_b);
-      m.m2_w = b.get(n.m2_w);
-      m.m2_b = b.get(n.m2_b);
-      m.m3_w = b.get(n.m3_w);
-      m.biases = b.get(n.biases);
-      m.fc1 = Tensor(base + layout.at(n.fc1(0)).offset, {E, F, D});  // all experts, packed
-      m.fc2 = Tensor(base + layout.at(n.fc2(0)).offset, {E, D, F / 2});
+      m.down_w = e.down_w;
+      m.down_b = e.down_b;
+      m.eda_scale = e.eda_scale;
+      m.norm_w = e.norm_w;
+      m.m1_w = e.m1_w;
+      m.m1_b = e.m1_b;
+      m.m2_w = e.m2_w;
+      m.m2_b = e.m2_b;
+      m.m3_w = e.m3_w;
+      m.biases = e.biases;
+      m.fc1 = packed(e.fc1.front(), e.fc1.back(), {E, F, D});  // all experts
+      m.fc2 = packed(e.fc2.front(), e.fc2.back(), {E, D, F / 2});
     }
   }
-  w.final_res = b.res(names::kFinalRes, true);
-  w.final_norm = b.get(names::kFinalNorm);
   return w;
 }
 

@@ -1,5 +1,7 @@
-// Typed views of one parameter-shaped arena (the weights, or their gradients: same layout, other
-// base pointer). Bound from the ParamLayout by name, so the layout stays the single list.
+// The training views of one parameter-shaped F32 arena (the weights, or their gradients: same
+// layout, other base pointer): bind_params' per-tensor views (param_views.h), with what one GEMM
+// reads packed into one view — q ‖ k, v1 ‖ v2, and all experts' fc1 / fc2 of a layer, which the
+// layout keeps adjacent.
 // Shapes: D model, V vocab, C conv channels, d head, Hq/Hk heads, R router, K classes,
 // E experts, F expert first-projection width.
 #pragma once
@@ -7,13 +9,9 @@
 
 #include "core/tensor.h"
 #include "model/param_layout.h"
+#include "model/param_views.h"
 
 namespace zaya {
-
-struct ResScale {
-  Tensor ao, bo;  // hidden_states_scale/bias [D]: applied to the previous mixer output
-  Tensor ar, br;  // residual_scale/bias [D]: applied to the residual (undefined in sub-layer 0)
-};
 
 struct AttentionWeights {
   Tensor wqk;      // [C, D] linear_q ‖ linear_k

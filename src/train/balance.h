@@ -5,7 +5,7 @@
 // skip class's bias is never touched (C3). Biases and moments are F32, the arithmetic double.
 #pragma once
 #include <cstdint>
-#include <map>
+#include <span>
 #include <vector>
 
 #include "io/zaya_config.h"
@@ -13,9 +13,25 @@
 
 namespace zaya {
 
-// Per MoE sub-layer index: the count of each of its K router classes among the tokens of one
-// forward pass (from MoeActs.choice). Sum these over micro-batches (and ranks) for a step.
-std::map<int64_t, std::vector<int64_t>> count_routing(const ZayaConfig& c, const Activations& a);
+// The class counts of every MoE sub-layer of a step, in one flat buffer of F64 (exact integers)
+// so that one all-reduce sums them over the ranks in place: layer i's K classes start at
+// offset(i). Summed over a step's micro-batches by add().
+class RoutingCounts {
+ public:
+  explicit RoutingCounts(const ZayaConfig& c);
+  void clear();
+  // Adds the chosen classes of one forward pass (MoeActs.choice of every MoE sub-layer).
+  void add(const ZayaConfig& c, const Activations& a);
+  // Layer i's K class counts; empty for an attention sub-layer.
+  std::span<const double> layer(int64_t i) const;
+  std::span<double> layer(int64_t i);
+  std::span<double> flat() { return counts_; }  // every layer's, for the reduction
+  std::span<const double> flat() const { return counts_; }
+
+ private:
+  std::vector<int64_t> offset_, size_;  // per sub-layer (size 0: attention)
+  std::vector<double> counts_;
+};
 
 struct BalanceParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
@@ -24,7 +40,7 @@ struct BalanceParams {
 
 // One update of the n real-expert biases bias[0..n) from class counts[0..K) (K ≥ n; classes
 // ≥ n, i.e. the skip class, count towards N_tok only). m, v: F32 [n]. No-op when N_tok = 0.
-void balance_update(float* bias, float* m, float* v, const std::vector<int64_t>& counts, int64_t n,
+void balance_update(float* bias, float* m, float* v, std::span<const double> counts, int64_t n,
                     const BalanceParams& p);
 
 }  // namespace zaya

@@ -18,23 +18,16 @@ namespace {
 
 constexpr int64_t kTwo24 = int64_t(1) << 24;
 
-// "model.layers.3.zaya_block.router.balancing_biases" → 3.
-int64_t layer_of(const std::string& name) {
-  constexpr std::string_view prefix = "model.layers.";
-  ZAYA_ASSERT(name.rfind(prefix, 0) == 0, "optimizer: unexpected buffer {}", name);
-  return std::stoll(name.substr(prefix.size()));
-}
-
 }  // namespace
 
-Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg)
+Optimizer::Optimizer(const Model& m, const OptimConfig& cfg)
     : Optimizer(m, cfg, dist::make_group("single"), nullptr) {}
 
-Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg, dist::Group& group)
+Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, dist::Group& group)
     : Optimizer(m, cfg, nullptr, &group) {}
 
-Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg,
-                     std::unique_ptr<dist::Group> own_group, dist::Group* group)
+Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dist::Group> own_group,
+                     dist::Group* group)
     : cfg_(cfg),
       own_group_(std::move(own_group)),
       group_(group ? *group : *own_group_),
@@ -63,7 +56,7 @@ Optimizer::Optimizer(const Model& m, const OptimizerConfig& cfg,
   for (size_t i = 0; i < layout_.specs.size(); ++i) {
     const ParamSpec& s = layout_.specs[i];
     if (s.kind != ParamKind::Buffer) continue;
-    const int64_t n = c.num_experts(layer_of(s.name));
+    const int64_t n = c.num_experts(s.layer);
     pieces_.push_back({i, Rule::Balance, false, 0, n, 0, used, used + size_t(n)});
     used += 2 * size_t(n);
   }
@@ -111,22 +104,19 @@ double Optimizer::reduce_gradients(const Model& m) {
   group_.reduce_scatter(Tensor(b, {plan_.bucket_elements()}), Tensor(shard(), {plan_.chunk}));
   double sum = sum_squares(shard(), plan_.elements[size_t(group_.rank())]);
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
-  norm_ = std::sqrt(sum);
-  return norm_;
+  return std::sqrt(sum);
 }
 
-void Optimizer::update(Model& m, double lr) {
+void Optimizer::update(Model& m, double lr, double grad_norm) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
-  ZAYA_ASSERT(std::isfinite(norm_),
-              "optimizer: update() needs a finite norm from reduce_gradients");
+  ZAYA_ASSERT(std::isfinite(grad_norm), "optimizer: update() with a non-finite norm {}", grad_norm);
   const int64_t owned = plan_.elements[size_t(group_.rank())];
-  if (cfg_.grad_clip > 0 && norm_ > cfg_.grad_clip) {
-    const float f = float(cfg_.grad_clip / norm_);
+  if (cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip) {
+    const float f = float(cfg_.grad_clip / grad_norm);
     float* g = shard();
 #pragma omp parallel for schedule(static) if (owned > (1 << 16))
     for (int64_t i = 0; i < owned; ++i) g[i] *= f;
   }
-  norm_ = NAN;  // one update per reduction
   ++steps_;
   AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
   MuonParams mp{lr,
@@ -135,7 +125,7 @@ void Optimizer::update(Model& m, double lr) {
                 cfg_.muon_rms_scale,
                 cfg_.muon_nesterov,
                 cfg_.muon_symmetric,
-                cfg_.muon_ns_steps};
+                int(cfg_.muon_ns_steps)};
   float* send = bucket() + group_.rank() * plan_.chunk;  // this rank's chunk of the bucket
   for (const Piece& p : pieces_) {
     if (p.rule == Rule::Balance) continue;
@@ -165,12 +155,11 @@ void Optimizer::update(Model& m, double lr) {
 
 double Optimizer::step(Model& m, double lr) {
   const double norm = reduce_gradients(m);
-  if (std::isfinite(norm)) update(m, lr);
+  if (std::isfinite(norm)) update(m, lr, norm);
   return norm;
 }
 
-void Optimizer::update_balancing_biases(Model& m,
-                                        const std::map<int64_t, std::vector<int64_t>>& counts) {
+void Optimizer::update_balancing_biases(Model& m, const RoutingCounts& counts) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   const int64_t t = balance_steps() + 1;
   const BalanceParams bp{
@@ -179,11 +168,10 @@ void Optimizer::update_balancing_biases(Model& m,
   for (const Piece& p : pieces_) {
     if (p.rule != Rule::Balance) continue;
     const ParamSpec& s = layout_.specs[p.spec];
-    auto it = counts.find(layer_of(s.name));
-    if (it == counts.end()) continue;
-    ZAYA_ASSERT(int64_t(it->second.size()) == s.numel(), "{}: {} counts for {} classes", s.name,
-                it->second.size(), s.numel());
-    balance_update(m.params() + s.offset, state() + p.s0, state() + p.s1, it->second, p.n, bp);
+    const std::span<const double> k = counts.layer(s.layer);
+    ZAYA_ASSERT(int64_t(k.size()) == s.numel(), "{}: {} counts for {} classes", s.name, k.size(),
+                s.numel());
+    balance_update(m.params() + s.offset, state() + p.s0, state() + p.s1, k, p.n, bp);
     any = true;
   }
   if (any) set_balance_steps(t);

@@ -35,7 +35,9 @@
 #include "io/zaya_config.h"
 #include "model/activations.h"
 #include "model/model.h"
+#include "train/balance.h"
 #include "train/checkpoint.h"
+#include "train/optim_config.h"
 #include "train/zero_plan.h"
 
 namespace zaya::dist {
@@ -44,27 +46,13 @@ class Group;
 
 namespace zaya {
 
-struct OptimizerConfig {
-  double lr = 3e-4;  // peak
-  double weight_decay = 0.1;
-  double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
-  double muon_momentum = 0.95;
-  bool muon_nesterov = true;
-  int muon_ns_steps = 5;
-  bool muon_symmetric = true;
-  double muon_rms_scale = 0.2;
-  double grad_clip = 1.0;  // 0 = off
-  double balance_lr = 1e-3, balance_beta1 = 0.9, balance_beta2 = 0.999, balance_eps = 1e-8;
-  bool use_muon = true;  // false: AdamW for everything
-};
-
 class Optimizer {
  public:
   // Collective: every rank of `group` builds one for the same model layout and config. The group
   // must outlive the optimizer.
-  Optimizer(const Model& m, const OptimizerConfig& cfg, dist::Group& group);
+  Optimizer(const Model& m, const OptimConfig& cfg, dist::Group& group);
   // One process: a single group of its own.
-  Optimizer(const Model& m, const OptimizerConfig& cfg);
+  Optimizer(const Model& m, const OptimConfig& cfg);
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -72,10 +60,11 @@ class Optimizer {
   // Collective. Sums m.grads() over the ranks into this rank's shard and returns the global
   // pre-clip gradient norm (NaN/Inf when any gradient on any rank is non-finite).
   double reduce_gradients(const Model& m);
-  // Collective. After reduce_gradients returned a finite norm: clips by it, updates this rank's
-  // parameters with learning rate lr and all-gathers them into m.params() on every rank;
-  // increments the step count.
-  void update(Model& m, double lr);
+  // Collective. With the finite norm that the last reduce_gradients returned: clips the shard to
+  // optim.grad_clip by it (the one gradient clipping), updates this rank's parameters with
+  // learning rate lr and all-gathers them into m.params() on every rank; increments the step
+  // count.
+  void update(Model& m, double lr, double grad_norm);
   // reduce_gradients, then update unless the norm is non-finite; returns the norm.
   double step(Model& m, double lr);
 
@@ -83,7 +72,7 @@ class Optimizer {
   // = the K class counts of that MoE sub-layer, summed over micro-batches and ranks; only MoE
   // layers present) — spec §10. Local: every rank applies the same update to its copy. Has its
   // own step count for the bias corrections (one per call that updates something).
-  void update_balancing_biases(Model& m, const std::map<int64_t, std::vector<int64_t>>& counts);
+  void update_balancing_biases(Model& m, const RoutingCounts& counts);
 
   // The global optimizer state (independent of the number of ranks) is, in layout order,
   // "<param>.muon_momentum" or "<param>.adam_m" + "<param>.adam_v" per trainable parameter,
@@ -101,7 +90,7 @@ class Optimizer {
   void set_steps(int64_t s) { steps_ = s; }
   size_t state_bytes() const { return state_.size(); }  // this rank's
   size_t total_state_bytes() const;                     // one process's (replicated state once)
-  const OptimizerConfig& config() const { return cfg_; }
+  const OptimConfig& config() const { return cfg_; }
   const ZeroPlan& plan() const { return plan_; }
 
  private:
@@ -114,7 +103,7 @@ class Optimizer {
     int64_t shard;     // offset in the shard (Muon/AdamW)
     size_t s0, s1;     // state offsets (elements): momentum / m, and v
   };
-  OptimizerConfig cfg_;
+  OptimConfig cfg_;
   std::unique_ptr<dist::Group> own_group_;  // the single group of the one-process constructor
   dist::Group& group_;
   ParamLayout layout_;  // copy: names, shapes and offsets of the model's arenas
@@ -126,21 +115,14 @@ class Optimizer {
   std::vector<float> scratch_;  // Muon's u / O, sized for the largest owned matrix
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
-  double norm_ = NAN;  // of the last reduce_gradients
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
   float* shard() const { return static_cast<float*>(shard_.data()); }
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);
   OptimizerShard state_shard(bool with_replicated);
-  Optimizer(const Model& m, const OptimizerConfig& cfg, std::unique_ptr<dist::Group> own_group,
+  Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dist::Group> own_group,
             dist::Group* group);
 };
-
-// ‖g‖₂ over all trainable gradients (grad_clip.h).
-double global_grad_norm(const Model& m);
-
-// Chosen-class counts per MoE sub-layer of one forward pass (balance.h); sum over micro-batches.
-std::map<int64_t, std::vector<int64_t>> count_routing(const ZayaConfig& c, const Activations& a);
 
 }  // namespace zaya

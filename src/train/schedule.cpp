@@ -6,18 +6,36 @@
 
 namespace zaya {
 
+const char* schedule_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::Cosine:
+      return "cosine";
+    case ScheduleKind::Wsd:
+      return "wsd";
+    case ScheduleKind::Constant:
+      return "constant";
+  }
+  return "?";
+}
+
+std::optional<ScheduleKind> parse_schedule(const std::string& name) {
+  for (ScheduleKind k : {ScheduleKind::Cosine, ScheduleKind::Wsd, ScheduleKind::Constant})
+    if (name == schedule_name(k)) return k;
+  return std::nullopt;
+}
+
 double Schedule::lr(int64_t step) const {
   const int64_t s = step + 1;  // 1-based: the step line's number
   if (s <= warmup) return peak * double(s) / double(warmup);
   switch (kind) {
-    case Constant:
+    case ScheduleKind::Constant:
       return peak;
-    case Cosine: {
+    case ScheduleKind::Cosine: {
       const int64_t span = total - warmup;
       const double p = span <= 0 ? 1.0 : std::clamp(double(s - warmup) / double(span), 0.0, 1.0);
       return floor + (peak - floor) * 0.5 * (1.0 + std::cos(M_PI * p));
     }
-    case WSD: {
+    case ScheduleKind::Wsd: {
       const int64_t decay = std::llround(decay_fraction * double(total));
       const int64_t start = std::max(warmup, total - decay);  // the last step at the peak
       if (s <= start) return peak;

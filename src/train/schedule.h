@@ -12,12 +12,17 @@
 // - Constant: peak after warm-up.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace zaya {
 
+enum class ScheduleKind { Cosine, Wsd, Constant };
+const char* schedule_name(ScheduleKind k);                            // "cosine", "wsd", "constant"
+std::optional<ScheduleKind> parse_schedule(const std::string& name);  // nullopt if unknown
+
 struct Schedule {
-  enum Kind { Cosine, WSD, Constant };
-  Kind kind = Cosine;
+  ScheduleKind kind = ScheduleKind::Cosine;
   int64_t warmup = 0, total = 1;
   double peak = 3e-4, floor = 0;  // floor: the lr of the last step (`total`)
   double decay_fraction = 0.2;    // WSD: final fraction of the steps that decays linearly

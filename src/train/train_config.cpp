@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "core/assert.h"
@@ -10,47 +12,71 @@ namespace zaya {
 
 const std::vector<TrainField>& train_fields() {
   using C = TrainConfig;
+  using O = OptimConfig;
+  const double inf = std::numeric_limits<double>::infinity();
+  const Range positive{0, inf, true, true}, non_negative{0, inf, false, true};
+  const Range fraction_open{0, 1, true, false}, unit_open_right{0, 1, false, true};
   static const std::vector<TrainField> fields = {
       {"model.config", &C::model_config, "config.json of the architecture (new runs)"},
       {"model.init_from", &C::init_from, "model directory to start from instead of random init"},
-      {"model.init_std", &C::init_std, "std of the normal init of matrices and embeddings"},
+      {"model.init_std", &C::init_std, "std of the normal init of matrices and embeddings",
+       non_negative},
       {"data.dataset", &C::dataset, "directory written by `zaya data prepare`"},
       {"data.tokenizer", &C::tokenizer, "tokenizer.json used to print samples ('' = none)"},
       {"data.seq_len", &C::seq_len,
-       "tokens the model reads per row (a window of seq_len + 1: inputs and next-token targets)"},
+       "tokens the model reads per row (a window of seq_len + 1: inputs and next-token targets)",
+       positive},
       {"train.micro_batch", &C::micro_batch,
-       "rows per forward/backward on each rank (global batch = micro_batch × grad_accum × ranks)"},
-      {"train.grad_accum", &C::grad_accum, "micro-batches per optimizer step"},
-      {"train.steps", &C::steps, "optimizer steps in total"},
+       "rows per forward/backward on each rank (global batch = micro_batch × grad_accum × ranks)",
+       positive},
+      {"train.grad_accum", &C::grad_accum, "micro-batches per optimizer step", positive},
+      {"train.steps", &C::steps, "optimizer steps in total", positive},
       {"train.seed", &C::seed, "seed of init and data order"},
-      {"train.log_every", &C::log_every, "print a step line every N steps"},
-      {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)"},
+      {"train.log_every", &C::log_every, "print a step line every N steps", positive},
+      {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)",
+       non_negative},
       {"train.eval_batches", &C::eval_batches,
-       "validation micro-batches per evaluation (0 = no evaluation)"},
-      {"train.sample_every", &C::sample_every, "print a sample every N steps (0 = at the end)"},
-      {"train.sample_tokens", &C::sample_tokens, "tokens per sample"},
+       "validation micro-batches per evaluation (0 = no evaluation)", non_negative},
+      {"train.sample_every", &C::sample_every, "print a sample every N steps (0 = at the end)",
+       non_negative},
+      {"train.sample_tokens", &C::sample_tokens, "tokens per sample", non_negative},
       {"train.sample_prompt", &C::sample_prompt, "prompt of the samples"},
-      {"train.sample_temperature", &C::sample_temperature, "sampling temperature (0 = greedy)"},
+      {"train.sample_temperature", &C::sample_temperature, "sampling temperature (0 = greedy)",
+       non_negative},
       {"train.metrics", &C::metrics, "append one JSON object per step to this file ('' = none)"},
-      {"optim.schedule", &C::schedule,
+      {"optim.schedule", &O::schedule,
        "cosine | wsd | constant after linear warm-up (peak at step warmup, min_lr at the last "
        "step)"},
-      {"optim.lr", &C::lr, "peak learning rate (Muon and AdamW share it: RMS-matched)"},
-      {"optim.min_lr", &C::min_lr, "floor of the decay: the lr of the last step"},
-      {"optim.warmup", &C::warmup, "linear warm-up steps (step k ≤ warmup runs at lr·k/warmup)"},
-      {"optim.decay_fraction", &C::decay_fraction, "wsd: final fraction of steps that decays"},
-      {"optim.weight_decay", &C::weight_decay, "decoupled weight decay on matrices"},
-      {"optim.grad_clip", &C::grad_clip, "clip the global gradient norm to this (0 = off)"},
-      {"optim.use_muon", &C::use_muon, "Muon for hidden matrices (false: AdamW everywhere)"},
-      {"optim.muon_momentum", &C::muon_momentum, "Muon momentum (Nesterov)"},
-      {"optim.muon_ns_steps", &C::muon_ns_steps, "Newton–Schulz iterations"},
-      {"optim.adam_beta1", &C::adam_beta1, "AdamW β1"},
-      {"optim.adam_beta2", &C::adam_beta2, "AdamW β2"},
-      {"optim.adam_eps", &C::adam_eps, "AdamW ε"},
-      {"optim.balance_lr", &C::balance_lr, "learning rate of the balancing-bias AdamW"},
+      {"optim.lr", &O::lr, "peak learning rate (Muon and AdamW share it: RMS-matched)", positive},
+      {"optim.min_lr", &O::min_lr, "floor of the decay: the lr of the last step", non_negative},
+      {"optim.warmup", &O::warmup, "linear warm-up steps (step k ≤ warmup runs at lr·k/warmup)",
+       non_negative},
+      {"optim.decay_fraction", &O::decay_fraction, "wsd: final fraction of steps that decays",
+       fraction_open},
+      {"optim.weight_decay", &O::weight_decay, "decoupled weight decay on matrices", non_negative},
+      {"optim.grad_clip", &O::grad_clip, "clip the global gradient norm to this (0 = off)",
+       non_negative},
+      {"optim.use_muon", &O::use_muon, "Muon for hidden matrices (false: AdamW everywhere)"},
+      {"optim.muon_momentum", &O::muon_momentum, "Muon momentum", unit_open_right},
+      {"optim.muon_nesterov", &O::muon_nesterov, "Nesterov momentum in Muon"},
+      {"optim.muon_ns_steps", &O::muon_ns_steps, "Newton–Schulz iterations", positive},
+      {"optim.muon_symmetric", &O::muon_symmetric,
+       "Newton–Schulz with symmetric rank-k products (half the work; same result)"},
+      {"optim.muon_rms_scale", &O::muon_rms_scale,
+       "Muon update scale: rms_scale·√max(rows, cols) (AdamW RMS matching)", positive},
+      {"optim.adam_beta1", &O::adam_beta1, "AdamW β1", unit_open_right},
+      {"optim.adam_beta2", &O::adam_beta2, "AdamW β2", unit_open_right},
+      {"optim.adam_eps", &O::adam_eps, "AdamW ε", positive},
+      {"optim.balance_lr", &O::balance_lr, "learning rate of the balancing-bias AdamW",
+       non_negative},
+      {"optim.balance_beta1", &O::balance_beta1, "balancing-bias AdamW β1", unit_open_right},
+      {"optim.balance_beta2", &O::balance_beta2, "balancing-bias AdamW β2", unit_open_right},
+      {"optim.balance_eps", &O::balance_eps, "balancing-bias AdamW ε", positive},
       {"checkpoint.dir", &C::checkpoint_dir, "checkpoint root ('' = no checkpoints)"},
-      {"checkpoint.every", &C::checkpoint_every, "save every N steps (0 = only at the end)"},
-      {"checkpoint.keep_last", &C::keep_last, "keep the newest N checkpoints (0 = all)"},
+      {"checkpoint.every", &C::checkpoint_every, "save every N steps (0 = only at the end)",
+       non_negative},
+      {"checkpoint.keep_last", &C::keep_last, "keep the newest N checkpoints (0 = all)",
+       non_negative},
       {"checkpoint.resume", &C::resume, "auto (newest valid) | none | a checkpoint directory"},
       {"checkpoint.async", &C::async_checkpoint, "write checkpoints in the background"},
   };
@@ -92,25 +118,66 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   fail("{}unknown key '{}' (`zaya train --print-config` lists every key)", where, key);
 }
 
+// The storage of a key, whichever struct holds it.
+template <class T>
+T& ref(TrainConfig& c, T TrainConfig::*p) {
+  return c.*p;
+}
+template <class T>
+T& ref(TrainConfig& c, T OptimConfig::*p) {
+  return c.optim.*p;
+}
+template <class T>
+const T& ref(const TrainConfig& c, T TrainConfig::*p) {
+  return c.*p;
+}
+template <class T>
+const T& ref(const TrainConfig& c, T OptimConfig::*p) {
+  return c.optim.*p;
+}
+
+std::string schedule_choices() {
+  return fmt::format("{}, {} or {}", schedule_name(ScheduleKind::Cosine),
+                     schedule_name(ScheduleKind::Wsd), schedule_name(ScheduleKind::Constant));
+}
+
 // Sets a field from a TOML node, checking its type.
 void set_from_node(TrainConfig& c, const TrainField& f, const toml::node& n,
                    const std::string& where) {
   std::visit(
       [&](auto ptr) {
-        using T = std::remove_cvref_t<decltype(c.*ptr)>;
+        auto& v = ref(c, ptr);
+        using T = std::remove_cvref_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           if (!n.is_string()) fail("{}key '{}' must be a string", where, f.key);
-          c.*ptr = *n.value<std::string>();
+          v = *n.value<std::string>();
+        } else if constexpr (std::is_same_v<T, ScheduleKind>) {
+          const auto k = n.is_string() ? parse_schedule(*n.value<std::string>()) : std::nullopt;
+          if (!k) fail("{}key '{}' must be {}", where, f.key, schedule_choices());
+          v = *k;
         } else if constexpr (std::is_same_v<T, int64_t>) {
           if (!n.is_integer()) fail("{}key '{}' must be an integer", where, f.key);
-          c.*ptr = *n.value<int64_t>();
+          v = *n.value<int64_t>();
         } else if constexpr (std::is_same_v<T, double>) {
           if (!n.is_number()) fail("{}key '{}' must be a number", where, f.key);
-          c.*ptr = *n.value<double>();
+          v = *n.value<double>();
         } else {
           if (!n.is_boolean()) fail("{}key '{}' must be true or false", where, f.key);
-          c.*ptr = *n.value<bool>();
+          v = *n.value<bool>();
         }
+      },
+      f.ptr);
+}
+
+// The field's value as a JSON value (enums by name).
+nlohmann::json field_json(const TrainConfig& c, const TrainField& f) {
+  return std::visit(
+      [&](auto ptr) -> nlohmann::json {
+        const auto& v = ref(c, ptr);
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(v)>, ScheduleKind>)
+          return schedule_name(v);
+        else
+          return v;
       },
       f.ptr);
 }
@@ -161,45 +228,44 @@ void apply_override(TrainConfig& c, const std::string& assignment) {
     t = toml::table{{"v", value}};
   }
   const toml::node* n = t.get("v");
-  if (std::holds_alternative<std::string TrainConfig::*>(f->ptr) && !n->is_string())
-    t.insert_or_assign("v", value), n = t.get("v");
-  if (std::holds_alternative<double TrainConfig::*>(f->ptr) && n->is_integer())
+  const bool wants_string = std::holds_alternative<std::string TrainConfig::*>(f->ptr) ||
+                            std::holds_alternative<ScheduleKind OptimConfig::*>(f->ptr);
+  if (wants_string && !n->is_string()) t.insert_or_assign("v", value), n = t.get("v");
+  const bool wants_double = std::holds_alternative<double TrainConfig::*>(f->ptr) ||
+                            std::holds_alternative<double OptimConfig::*>(f->ptr);
+  if (wants_double && n->is_integer())
     t.insert_or_assign("v", double(*n->value<int64_t>())), n = t.get("v");
   set_from_node(c, *f, *n, "--set: ");
 }
 
+namespace {
+
+bool in_range(double v, const Range& r) {
+  return (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+}
+
+std::string range_text(const Range& r) {
+  if (std::isinf(r.hi)) return r.lo == 0 && r.lo_open ? "positive" : fmt::format("≥ {}", r.lo);
+  return fmt::format("in {}{}, {}{}", r.lo_open ? "(" : "[", r.lo, r.hi, r.hi_open ? ")" : "]");
+}
+
+}  // namespace
+
 void validate_train_config(const TrainConfig& c) {
-  auto positive = [](int64_t v, const char* key) {
-    if (v <= 0) fail("key '{}' must be positive, got {}", key, v);
-  };
-  auto non_negative = [](double v, const char* key) {
-    if (!(v >= 0)) fail("key '{}' must be ≥ 0, got {}", key, v);
-  };
-  positive(c.seq_len, "data.seq_len");
-  positive(c.micro_batch, "train.micro_batch");
-  positive(c.grad_accum, "train.grad_accum");
-  positive(c.steps, "train.steps");
-  positive(c.log_every, "train.log_every");
-  non_negative(double(c.eval_batches), "train.eval_batches");
-  positive(c.muon_ns_steps, "optim.muon_ns_steps");
-  non_negative(double(c.eval_every), "train.eval_every");
-  non_negative(double(c.sample_every), "train.sample_every");
-  non_negative(double(c.sample_tokens), "train.sample_tokens");
-  non_negative(c.sample_temperature, "train.sample_temperature");
-  non_negative(double(c.warmup), "optim.warmup");
-  non_negative(c.weight_decay, "optim.weight_decay");
-  non_negative(c.grad_clip, "optim.grad_clip");
-  non_negative(double(c.checkpoint_every), "checkpoint.every");
-  non_negative(double(c.keep_last), "checkpoint.keep_last");
-  if (!(c.lr > 0)) fail("key 'optim.lr' must be positive, got {}", c.lr);
-  if (!(c.min_lr >= 0 && c.min_lr <= c.lr))
-    fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.min_lr);
-  if (c.schedule != "cosine" && c.schedule != "wsd" && c.schedule != "constant")
-    fail("key 'optim.schedule' must be cosine, wsd or constant, got '{}'", c.schedule);
-  if (!(c.decay_fraction > 0 && c.decay_fraction <= 1))
-    fail("key 'optim.decay_fraction' must be in (0, 1], got {}", c.decay_fraction);
-  if (!(c.muon_momentum >= 0 && c.muon_momentum < 1))
-    fail("key 'optim.muon_momentum' must be in [0, 1), got {}", c.muon_momentum);
+  for (const TrainField& f : train_fields()) {
+    if (!f.range) continue;
+    std::visit(
+        [&](auto ptr) {
+          const auto& v = ref(c, ptr);
+          using T = std::remove_cvref_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>)
+            if (!in_range(double(v), *f.range))
+              fail("key '{}' must be {}, got {}", f.key, range_text(*f.range), v);
+        },
+        f.ptr);
+  }
+  if (!(c.optim.min_lr <= c.optim.lr))
+    fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.optim.min_lr);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");
   if (c.model_config.empty() && c.init_from.empty())
     fail("key 'model.config' (or 'model.init_from') is required");
@@ -207,9 +273,34 @@ void validate_train_config(const TrainConfig& c) {
 
 nlohmann::json train_config_to_json(const TrainConfig& c) {
   nlohmann::json j = nlohmann::json::object();
-  for (const TrainField& f : train_fields())
-    std::visit([&](auto ptr) { j[f.key] = c.*ptr; }, f.ptr);
+  for (const TrainField& f : train_fields()) j[f.key] = field_json(c, f);
   return j;
+}
+
+TrainConfig train_config_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) fail("training config: expected a JSON object of keys");
+  TrainConfig c;
+  for (const auto& [key, value] : j.items()) {
+    const TrainField* f = find_field(key);
+    if (!f) unknown_key(key, "training config: ");
+    toml::table t;
+    if (value.is_string())
+      t.insert("v", value.get<std::string>());
+    else if (value.is_boolean())
+      t.insert("v", value.get<bool>());
+    else if (value.is_number_integer())
+      t.insert("v", value.get<int64_t>());
+    else if (value.is_number())
+      t.insert("v", value.get<double>());
+    else
+      fail("training config: key '{}' has a {} value", key, value.type_name());
+    if ((std::holds_alternative<double TrainConfig::*>(f->ptr) ||
+         std::holds_alternative<double OptimConfig::*>(f->ptr)) &&
+        value.is_number_integer())
+      t.insert_or_assign("v", value.get<double>());
+    set_from_node(c, *f, *t.get("v"), "training config: ");
+  }
+  return c;
 }
 
 std::string train_config_to_toml(const TrainConfig& c) {
@@ -217,20 +308,8 @@ std::string train_config_to_toml(const TrainConfig& c) {
   for (const TrainField& f : train_fields()) {
     const std::string key = f.key, sec = key.substr(0, key.find('.'));
     if (sec != section) out += (section.empty() ? "[" : "\n[") + sec + "]\n", section = sec;
-    std::string value;
-    std::visit(
-        [&](auto ptr) {
-          using T = std::remove_cvref_t<decltype(c.*ptr)>;
-          if constexpr (std::is_same_v<T, std::string>)
-            value = nlohmann::json(c.*ptr).dump();
-          else if constexpr (std::is_same_v<T, bool>)
-            value = c.*ptr ? "true" : "false";
-          else if constexpr (std::is_same_v<T, double>)
-            value = fmt::format("{}", c.*ptr);
-          else
-            value = std::to_string(c.*ptr);
-        },
-        f.ptr);
+    const nlohmann::json v = field_json(c, f);
+    const std::string value = v.is_number_float() ? fmt::format("{}", v.get<double>()) : v.dump();
     out += fmt::format("{} = {}  # {}\n", key.substr(sec.size() + 1), value, f.doc);
   }
   return out;

@@ -1,13 +1,16 @@
 // TrainConfig: every key of a training TOML file, listed once. The field table drives parsing,
-// `--set key=value` overrides, printing (`zaya train --print-config`), the JSON copy kept in
-// checkpoints, and the "unknown key, did you mean …?" check.
+// `--set key=value` overrides, range checks, printing (`zaya train --print-config`), the JSON copy
+// kept in checkpoints, and the "unknown key, did you mean …?" check.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "train/optim_config.h"
 
 namespace zaya {
 
@@ -19,7 +22,7 @@ struct TrainConfig {
   // [data]
   std::string dataset;    // directory written by `zaya data prepare`
   std::string tokenizer;  // tokenizer.json (for samples); empty: no samples
-  int64_t seq_len = 256;  // tokens per row (each row reads seq_len + 1)
+  int64_t seq_len = 256;  // tokens the model reads per row (a window of seq_len + 1)
   // [train]
   int64_t micro_batch = 8;
   int64_t grad_accum = 1;
@@ -27,25 +30,14 @@ struct TrainConfig {
   int64_t seed = 1234;
   int64_t log_every = 1;
   int64_t eval_every = 100;
-  int64_t eval_batches = 4;
+  int64_t eval_batches = 4;  // 0: no evaluation
   int64_t sample_every = 0;  // 0: only at the end
   int64_t sample_tokens = 64;
   std::string sample_prompt = "";
   double sample_temperature = 0.8;
   std::string metrics;  // JSON Lines file; empty: none
   // [optim]
-  std::string schedule = "cosine";  // cosine | wsd | constant
-  double lr = 3e-3;
-  double min_lr = 3e-4;
-  int64_t warmup = 50;
-  double decay_fraction = 0.2;  // wsd: the last fraction of steps decays linearly
-  double weight_decay = 0.1;
-  double grad_clip = 1.0;
-  bool use_muon = true;
-  double muon_momentum = 0.95;
-  int64_t muon_ns_steps = 5;
-  double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
-  double balance_lr = 1e-3;
+  OptimConfig optim;
   // [checkpoint]
   std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;
@@ -54,12 +46,23 @@ struct TrainConfig {
   bool async_checkpoint = true;
 };
 
-using FieldPtr = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*,
-                              double TrainConfig::*, bool TrainConfig::*>;
+// A key's storage: a TrainConfig member or a member of its [optim] section.
+using FieldPtr =
+    std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, double TrainConfig::*,
+                 bool TrainConfig::*, int64_t OptimConfig::*, double OptimConfig::*,
+                 bool OptimConfig::*, ScheduleKind OptimConfig::*>;
+
+// The values a numeric key accepts: lo..hi, each end open or closed.
+struct Range {
+  double lo, hi;
+  bool lo_open = false, hi_open = false;
+};
+
 struct TrainField {
   const char* key;  // "section.name"
   FieldPtr ptr;
   const char* doc;
+  std::optional<Range> range = {};
 };
 const std::vector<TrainField>& train_fields();
 
@@ -67,9 +70,11 @@ const std::vector<TrainField>& train_fields();
 TrainConfig load_train_config(const std::string& path);
 // Applies one "section.name=value" override (value parsed by the field's type).
 void apply_override(TrainConfig& c, const std::string& assignment);
-// Range checks (positive sizes, known schedule, …); throws zaya::Error naming the key.
+// Every key against its range, and the checks across keys; throws zaya::Error naming the key.
 void validate_train_config(const TrainConfig& c);
 nlohmann::json train_config_to_json(const TrainConfig& c);
+// The inverse of train_config_to_json (a checkpoint's copy); unknown keys are errors.
+TrainConfig train_config_from_json(const nlohmann::json& j);
 // TOML text with one documented line per key (for --print-config and the README).
 std::string train_config_to_toml(const TrainConfig& c);
 

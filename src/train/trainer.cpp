@@ -1,35 +1,70 @@
+// The Trainer (trainer.h). Setup picks the starting point (resume > init_from > random init),
+// builds the optimizer and the data loaders and restores a checkpoint's TrainerState; train_step is
+// the step of system.md §3 over rows of seq_len inputs and their next-token targets; after_step
+// does everything a step is followed by, on the schedule the config gives. Rank 0 speaks for the
+// run (logs, metrics, samples); every collective is called by every rank in the same order.
 #include "train/trainer.h"
 
 #include <cblas.h>
 
-#include <unistd.h>
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <memory>
 #include <optional>
 
 #include "core/log.h"
-#include "core/rng.h"
 #include "core/timer.h"
-#include "data/loader.h"
 #include "data/tokenizer.h"
 #include "dist/group.h"
+#include "infer/engine.h"
+#include "infer/infer_model.h"
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
+#include "train/async_writer.h"
+#include "train/balance.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
 namespace zaya {
 
-namespace {
-
 namespace fs = std::filesystem;
+
+void to_json(nlohmann::json& j, const TrainerState& s) {
+  j = {{"step", s.step},
+       {"optimizer_steps", s.optimizer_steps},
+       {"data", s.data},
+       {"skipped", s.skipped},
+       {"world_size", s.world_size},
+       {"global_batch_rows", s.global_batch_rows},
+       {"config", s.config}};
+}
+
+void from_json(const nlohmann::json& j, TrainerState& s) {
+  auto count = [&](const char* key, int64_t fallback, bool required) -> int64_t {
+    if (!j.contains(key)) {
+      if (required) fail("trainer_state.json: missing '{}'", key);
+      return fallback;
+    }
+    if (!j.at(key).is_number_integer() || j.at(key).get<int64_t>() < 0)
+      fail("trainer_state.json: '{}' must be a non-negative integer, got {}", key,
+           j.at(key).dump());
+    return j.at(key).get<int64_t>();
+  };
+  if (!j.is_object()) fail("trainer_state.json: expected a JSON object");
+  s.step = count("step", 0, true);
+  s.optimizer_steps = count("optimizer_steps", 0, true);
+  s.skipped = count("skipped", 0, false);
+  s.world_size = count("world_size", 1, false);
+  s.global_batch_rows = count("global_batch_rows", 0, false);
+  if (!j.contains("data")) fail("trainer_state.json: missing 'data'");
+  s.data = j.at("data").get<LoaderState>();
+  s.config = j.value("config", nlohmann::json::object());
+}
+
+namespace {
 
 // The machine's own sgemm rate (FLOP/s), measured once at start-up: the MFU denominator.
 double measure_sgemm_rate() {
@@ -48,18 +83,18 @@ double measure_sgemm_rate() {
 }
 
 // Mean over MoE layers of the normalised entropy of the real experts' token shares (1 = even).
-double expert_load_entropy(const ZayaConfig& c,
-                           const std::map<int64_t, std::vector<int64_t>>& counts) {
+double expert_load_entropy(const ZayaConfig& c, const RoutingCounts& counts) {
   double sum = 0;
   int layers = 0;
-  for (const auto& [layer, k] : counts) {
-    const int64_t n = c.num_experts(layer);
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const int64_t n = c.is_attention(i) ? 0 : c.num_experts(i);
     if (n < 2) continue;
+    const std::span<const double> k = counts.layer(i);
     double total = 0, h = 0;
-    for (int64_t e = 0; e < n; ++e) total += double(k[size_t(e)]);
+    for (int64_t e = 0; e < n; ++e) total += k[size_t(e)];
     if (total == 0) continue;
     for (int64_t e = 0; e < n; ++e) {
-      const double p = double(k[size_t(e)]) / total;
+      const double p = k[size_t(e)] / total;
       if (p > 0) h -= p * std::log(p);
     }
     sum += h / std::log(double(n));
@@ -68,191 +103,118 @@ double expert_load_entropy(const ZayaConfig& c,
   return layers ? sum / layers : 1.0;
 }
 
-void add_counts(std::map<int64_t, std::vector<int64_t>>& into,
-                const std::map<int64_t, std::vector<int64_t>>& from) {
-  for (const auto& [layer, k] : from) {
-    auto& dst = into[layer];
-    if (dst.empty()) dst.assign(k.size(), 0);
-    for (size_t e = 0; e < k.size(); ++e) dst[e] += k[e];
+// The newest valid checkpoint of the run (rank 0 verifies, every rank gets the same answer), or
+// the one the config names; empty: start fresh.
+std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
+  if (cfg.resume == "none") return "";
+  if (cfg.resume != "auto") return cfg.resume;
+  if (cfg.checkpoint_dir.empty()) return "";
+  double step = -1;
+  if (group.rank() == 0) {
+    const std::string latest = find_latest_valid_checkpoint(cfg.checkpoint_dir);
+    if (!latest.empty()) step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
   }
+  group.broadcast(Tensor(&step, {1}), 0);
+  return step < 0 ? "" : cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
 }
 
-Schedule make_schedule(const TrainConfig& cfg) {
-  Schedule s;
-  s.kind = cfg.schedule == "wsd"        ? Schedule::WSD
-           : cfg.schedule == "constant" ? Schedule::Constant
-                                        : Schedule::Cosine;
-  s.warmup = cfg.warmup;
-  s.total = cfg.steps;
-  s.peak = cfg.lr;
-  s.floor = cfg.min_lr;
-  s.decay_fraction = cfg.decay_fraction;
-  return s;
-}
-
-OptimizerConfig make_optimizer_config(const TrainConfig& cfg) {
-  OptimizerConfig o;
-  o.lr = cfg.lr;
-  o.weight_decay = cfg.weight_decay;
-  o.adam_beta1 = cfg.adam_beta1;
-  o.adam_beta2 = cfg.adam_beta2;
-  o.adam_eps = cfg.adam_eps;
-  o.muon_momentum = cfg.muon_momentum;
-  o.muon_ns_steps = int(cfg.muon_ns_steps);
-  o.grad_clip = cfg.grad_clip;
-  o.balance_lr = cfg.balance_lr;
-  o.use_muon = cfg.use_muon;
-  return o;
-}
-
-// Samples `n` tokens after `prompt` by full recomputation (the KV-cached path is `zaya generate`).
-std::string sample_text(const Model& m, const Tokenizer& tok, const std::string& prompt, int64_t n,
-                        double temperature, uint64_t seed) {
-  std::vector<int32_t> ids;
-  if (tok.bos_id() >= 0) ids.push_back(tok.bos_id());
-  for (int32_t id : tok.encode(prompt)) ids.push_back(id);
-  const size_t prompt_len = ids.size();
-  const int64_t V = m.config().vocab_size;
-  CounterRng rng{seed, 0x5a4d};
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t T = int64_t(ids.size());
-    Activations a(m.config(), 1, T);
-    model_forward(m, a, ids.data());
-    const float* row = a.logits.ptr<float>() + (T - 1) * V;
-    int32_t next = 0;
-    if (temperature <= 0) {
-      for (int64_t v = 1; v < V; ++v)
-        if (row[v] > row[next]) next = int32_t(v);
-    } else {
-      double mx = row[0];
-      for (int64_t v = 1; v < V; ++v) mx = std::max(mx, double(row[v]));
-      std::vector<double> p(static_cast<size_t>(V));
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += p[size_t(v)] = std::exp((row[v] - mx) / temperature);
-      double u = rng.uniform(uint64_t(i)) * sum;
-      next = int32_t(V - 1);
-      for (int64_t v = 0; v < V; ++v)
-        if ((u -= p[size_t(v)]) <= 0) {
-          next = int32_t(v);
-          break;
-        }
-    }
-    if (next == tok.eos_id()) break;
-    ids.push_back(next);
-  }
-  return tok.decode(std::span<const int32_t>(ids.data() + prompt_len, ids.size() - prompt_len));
+std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& resume_dir) {
+  if (!resume_dir.empty())
+    return std::make_unique<Model>(
+        load_config((fs::path(resume_dir) / "model" / "config.json").string()));
+  if (!cfg.init_from.empty()) return std::make_unique<Model>(Model::load_dir(cfg.init_from));
+  auto m = std::make_unique<Model>(load_config(cfg.model_config));
+  m->init_random(uint64_t(cfg.seed), cfg.init_std);  // the same bits on every rank
+  return m;
 }
 
 }  // namespace
 
-TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
+struct Trainer::Impl {
+  const TrainConfig cfg;
+  const TrainOptions opt;
   std::unique_ptr<dist::Group> own_group;
-  if (!opt.group) own_group = dist::make_group("single");
-  dist::Group& group = opt.group ? *opt.group : *own_group;
-  const int rank = group.rank(), world = group.size();
-  if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
+  dist::Group& group;
+  const int rank, world;
   Timer wall;
   TrainSummary summary;
+  TrainerState state;
 
-  // ---- model: resume > init_from > random init. Rank 0 picks the checkpoint (verifying it);
-  // every rank resumes from the same one.
-  std::string resume_dir;
-  if (!cfg.checkpoint_dir.empty() && cfg.resume == "auto") {
-    double step = -1;
-    if (rank == 0) {
-      const std::string latest = find_latest_valid_checkpoint(cfg.checkpoint_dir);
-      if (!latest.empty())
-        step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
-    }
-    group.broadcast(Tensor(&step, {1}), 0);
-    if (step >= 0) resume_dir = cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
-  } else if (cfg.resume != "auto" && cfg.resume != "none") {
-    resume_dir = cfg.resume;
-  }
   std::unique_ptr<Model> model;
-  if (!resume_dir.empty())
-    model = std::make_unique<Model>(
-        load_config((fs::path(resume_dir) / "model" / "config.json").string()));
-  else if (!cfg.init_from.empty())
-    model = std::make_unique<Model>(Model::load_dir(cfg.init_from));
-  else {
-    model = std::make_unique<Model>(load_config(cfg.model_config));
-    model->init_random(uint64_t(cfg.seed), cfg.init_std);  // the same bits on every rank
-  }
-  Model& m = *model;
-  const ZayaConfig& c = m.config();
-  m.zero_grads();
-  Optimizer optim(m, make_optimizer_config(cfg), group);
-  const Schedule schedule = make_schedule(cfg);
-
+  std::unique_ptr<Optimizer> optim;
+  Schedule schedule;
   // A row is a window of seq_len + 1 tokens: the model reads its first T = seq_len and predicts
   // the T after its first, so a step has global_rows · T scored (and routed) tokens.
-  const int64_t T = cfg.seq_len, B = cfg.micro_batch;
-  const int64_t global_rows = B * cfg.grad_accum * world;  // rows per optimizer step
-  TokenLoader train_data(cfg.dataset, "train", T + 1, uint64_t(cfg.seed), rank, world);
-  if (train_data.manifest().vocab_size > c.vocab_size)
-    fail("dataset {} was tokenised with {} tokens but the model's vocab_size is {}", cfg.dataset,
-         train_data.manifest().vocab_size, c.vocab_size);
-  std::optional<TokenLoader> val_data;
-  if (cfg.eval_batches == 0) {
-    summary.val_status = "evaluation off (train.eval_batches = 0)";
-  } else {
-    try {
-      val_data.emplace(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);
-    } catch (const Error& e) {
-      summary.val_status = "no validation split";
-      log_info("train: no validation loss: {}", e.what());
-    }
-  }
-
-  int64_t start_step = 0;
-  nlohmann::json state;
-  if (!resume_dir.empty()) {
-    load_checkpoint(resume_dir, m, state, optim.state_to_load());
-    start_step = state.at("step").get<int64_t>();
-    optim.set_steps(state.at("optimizer_steps").get<int64_t>());
-    train_data.restore(state.at("data").get<LoaderState>());  // global rows: any rank count
-    summary.skipped = state.value("skipped", int64_t(0));
-    log_info("train: resumed from {} at step {}", resume_dir, start_step);
-    const int64_t saved_world = state.value("world_size", int64_t(1));
-    if (saved_world != world)
-      log_info("train: optimizer state resharded from {} to {} ranks", saved_world, world);
-    const int64_t saved_rows = state.value("global_batch_rows", global_rows);
-    if (saved_rows != global_rows)
-      log_info(
-          "warning: the checkpoint was trained with {} rows per step, this run uses {} "
-          "(micro_batch × grad_accum × ranks); the run continues from the same data position",
-          saved_rows, global_rows);
-  }
-
+  const int64_t T, B, global_rows;
+  std::optional<TokenLoader> train_data;
+  bool has_val = false;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<AsyncCheckpointWriter> async_writer;
+  std::ofstream metrics;
+  double flops_per_token = 0, sgemm_rate = 0;
+
+  std::optional<Activations> acts;
+  std::vector<int32_t> inputs, targets;  // [B, T] each
+  // What the ranks agree on after a step, in one F64 buffer: [loss, non-finite flag], then the
+  // routing counts of every MoE layer (RoutingCounts' flat buffer follows).
+  std::vector<double> agreed;
+  std::optional<RoutingCounts> counts;
+
+  int64_t tokens_since_log = 0;
+  Timer since_log;
+  bool stopped = false;
+
+  Impl(const TrainConfig& c, const TrainOptions& o, dist::Group* g)
+      : cfg(c),
+        opt(o),
+        own_group(g ? nullptr : dist::make_group("single")),
+        group(g ? *g : *own_group),
+        rank(group.rank()),
+        world(group.size()),
+        T(c.seq_len),
+        B(c.micro_batch),
+        global_rows(c.micro_batch * c.grad_accum * group.size()) {}
+
+  const ZayaConfig& config() const { return model->config(); }
+  void setup();
+  void open_data();
+  void resume_from(const std::string& dir);
+  void log_setup();
+  double validation_loss();
+  void print_sample(int64_t step);
+  void save(int64_t step);
+  StepResult train_step();
+  void after_step(const StepResult& r);
+};
+
+void Trainer::Impl::setup() {
+  if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
+  const std::string resume_dir = pick_resume_dir(cfg, group);
+  model = make_model(cfg, resume_dir);
+  model->zero_grads();
+  optim = std::make_unique<Optimizer>(*model, cfg.optim, group);
+  schedule = make_schedule(cfg.optim, cfg.steps);
+  open_data();
+  state.world_size = world;
+  state.global_batch_rows = global_rows;
+  state.config = train_config_to_json(cfg);
+  if (!resume_dir.empty()) resume_from(resume_dir);
+
   if (!cfg.tokenizer.empty())
     tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(cfg.tokenizer));
-  if (tokenizer && tokenizer->vocab_size() > c.vocab_size)
+  if (tokenizer && tokenizer->vocab_size() > config().vocab_size)
     fail("tokenizer {} has {} tokens but the model's vocab_size is {}", cfg.tokenizer,
-         tokenizer->vocab_size(), c.vocab_size);
+         tokenizer->vocab_size(), config().vocab_size);
 
-  const ModelFacts facts = model_facts(c, cfg.seq_len);
-  const double flops_per_token =
-      3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
-  const double sgemm_rate = measure_sgemm_rate();
+  const ModelFacts facts = model_facts(config(), cfg.seq_len);
+  flops_per_token = 3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
+  sgemm_rate = measure_sgemm_rate();
   log_info(
       "train: {} parameters ({} active without embedding), {} tokens/step, sgemm {:.1f} GFLOP/s",
       facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
       sgemm_rate / 1e9);
-  double state_max = double(optim.state_bytes());  // the most any rank holds
-  group.all_reduce(Tensor(&state_max, {1}), dist::ReduceOp::Max);
-  const double state_total = double(optim.total_state_bytes());
-  const ZeroPlan& plan = optim.plan();
-  const auto [least, most] = std::minmax_element(plan.elements.begin(), plan.elements.end());
-  log_info(
-      "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
-      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); shards of {}–{} "
-      "parameters in a {} × {} bucket",
-      world, group.backend(), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
-      state_total / (1 << 20), state_max / state_total, *least, *most, world, plan.chunk);
+  log_setup();
 
-  std::ofstream metrics;
   if (!cfg.metrics.empty() && rank == 0) {
     const fs::path parent = fs::path(cfg.metrics).parent_path();
     std::error_code ec;
@@ -260,148 +222,259 @@ TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
     metrics.open(cfg.metrics, std::ios::app);
     if (!metrics) fail("cannot open metrics file {}", cfg.metrics);
   }
-  std::unique_ptr<AsyncCheckpointWriter> async_writer;
   if (!cfg.checkpoint_dir.empty() && cfg.async_checkpoint) {
     async_writer =
         std::make_unique<AsyncCheckpointWriter>(group, cfg.checkpoint_dir, int(cfg.keep_last));
     CheckpointData shape;  // sizes the staging buffer in the background, off the first save
-    shape.optimizer = optim.state_to_save();
-    async_writer->prepare(m, shape);
+    shape.optimizer = optim->state_to_save();
+    async_writer->prepare(*model, shape);
   }
 
-  Activations acts(c, B, T);
-  std::vector<int32_t> inputs(size_t(B * T)), targets(size_t(B * T));
+  acts.emplace(config(), B, T);
+  inputs.assign(size_t(B * T), 0);
+  targets.assign(size_t(B * T), 0);
+  RoutingCounts shape(config());
+  agreed.assign(2 + shape.flat().size(), 0.0);
+  counts.emplace(config());
+
+  if (state.step == 0) {
+    summary.first_val_loss = validation_loss();
+    if (has_val) log_info("step {:>6}  val_loss {:.4f}", 0, summary.first_val_loss);
+  }
+  since_log.reset();
+}
+
+void Trainer::Impl::open_data() {
+  train_data.emplace(cfg.dataset, "train", T + 1, uint64_t(cfg.seed), rank, world);
+  if (train_data->manifest().vocab_size > config().vocab_size)
+    fail("dataset {} was tokenised with {} tokens but the model's vocab_size is {}", cfg.dataset,
+         train_data->manifest().vocab_size, config().vocab_size);
+  if (cfg.eval_batches == 0) {
+    summary.val_status = "evaluation off (train.eval_batches = 0)";
+    return;
+  }
+  try {
+    TokenLoader probe(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);
+    has_val = true;
+  } catch (const Error& e) {
+    summary.val_status = "no validation split";
+    log_info("train: no validation loss: {}", e.what());
+  }
+}
+
+void Trainer::Impl::resume_from(const std::string& dir) {
+  nlohmann::json j;
+  load_checkpoint(dir, *model, j, optim->state_to_load());
+  const TrainerState saved = j.get<TrainerState>();
+  state.step = saved.step;
+  state.optimizer_steps = saved.optimizer_steps;
+  state.skipped = saved.skipped;
+  optim->set_steps(saved.optimizer_steps);
+  train_data->restore(saved.data);  // global rows: any rank count
+  state.data = train_data->state();
+  summary.skipped = saved.skipped;
+  log_info("train: resumed from {} at step {}", dir, state.step);
+  if (saved.world_size != world)
+    log_info("train: optimizer state resharded from {} to {} ranks", saved.world_size, world);
+  if (saved.global_batch_rows != 0 && saved.global_batch_rows != global_rows)
+    log_info(
+        "warning: the checkpoint was trained with {} rows per step, this run uses {} "
+        "(micro_batch × grad_accum × ranks); the run continues from the same data position",
+        saved.global_batch_rows, global_rows);
+}
+
+void Trainer::Impl::log_setup() {
+  double state_max = double(optim->state_bytes());  // the most any rank holds
+  group.all_reduce(Tensor(&state_max, {1}), dist::ReduceOp::Max);
+  const double state_total = double(optim->total_state_bytes());
+  const ZeroPlan& plan = optim->plan();
+  const auto [least, most] = std::minmax_element(plan.elements.begin(), plan.elements.end());
+  log_info(
+      "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
+      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); shards of {}–{} "
+      "parameters in a {} × {} bucket",
+      world, group.backend(), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
+      state_total / (1 << 20), state_max / state_total, *least, *most, world, plan.chunk);
+}
+
+// Collective: the mean over eval_batches global batches, split over the ranks like training.
+double Trainer::Impl::validation_loss() {
+  if (!has_val) return NAN;
+  TokenLoader val(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);  // same each time
+  double sum = 0;
+  for (int64_t i = 0; i < cfg.eval_batches; ++i) {
+    val.next_batch(inputs.data(), targets.data(), B);
+    sum += model_forward(*model, *acts, inputs.data(), targets.data());
+  }
+  group.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
+  return sum / double(cfg.eval_batches * world);
+}
+
+// A sample from the current weights through infer/'s KV-cached decoder and sampler.
+void Trainer::Impl::print_sample(int64_t step) {
+  if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
+  GenerationRequest req;
+  if (tokenizer->bos_id() >= 0) req.prompt.push_back(tokenizer->bos_id());
+  for (int32_t id : tokenizer->encode(cfg.sample_prompt)) req.prompt.push_back(id);
+  if (req.prompt.empty()) req.prompt.push_back(tokenizer->eos_id() >= 0 ? tokenizer->eos_id() : 0);
+  const int64_t room = config().max_position_embeddings - int64_t(req.prompt.size());
+  if (room <= 0) return;
+  req.sampling.temperature = cfg.sample_temperature;
+  req.sampling.seed = uint64_t(cfg.seed) + uint64_t(step);
+  req.sampling.max_new_tokens = std::min(cfg.sample_tokens, room);
+  const InferModel im = InferModel::from_model(*model);  // views of the F32 weights
+  Engine engine(im, tokenizer.get(), EngineOptions{1, 0, 512});
+  std::string text;
+  bool done = false;
+  engine.submit(std::move(req), [&](const GenerationEvent& ev) {
+    text += ev.text;
+    done = ev.done;
+  });
+  while (!done) engine.step();
+  log_info("sample @ step {}: {}{}", step, cfg.sample_prompt, text);
+}
+
+void Trainer::Impl::save(int64_t step) {
+  if (cfg.checkpoint_dir.empty()) return;
+  CheckpointData d;
+  state.data = train_data->state();
+  d.trainer_state = state;
+  d.optimizer = optim->state_to_save();
+  if (async_writer) {
+    async_writer->save(step, *model, d);
+    log_info("checkpoint: step {} (async, stall {:.3f}s)", step,
+             async_writer->last_stall_seconds());
+  } else {
+    Timer t;
+    const std::string path =
+        save_checkpoint(group, cfg.checkpoint_dir, step, *model, d, int(cfg.keep_last));
+    log_info("checkpoint: {} ({:.2f}s)", path, t.seconds());
+  }
+}
+
+StepResult Trainer::Impl::train_step() {
+  Timer step_timer;
+  Model& m = *model;
   // Every rank's gradient is a share of the global batch's mean: their sum is the mean.
   const double grad_scale = 1.0 / double(global_rows * T);
-
-  // Collective: the mean over eval_batches global batches, split over the ranks like training.
-  auto validation_loss = [&]() -> double {
-    if (!val_data) return NAN;
-    TokenLoader val(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);  // same each time
-    double sum = 0;
-    for (int64_t i = 0; i < cfg.eval_batches; ++i) {
-      val.next_batch(inputs.data(), targets.data(), B);
-      sum += model_forward(m, acts, inputs.data(), targets.data());
-    }
-    group.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
-    return sum / double(cfg.eval_batches * world);
-  };
-  auto print_sample = [&](int64_t step) {
-    if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
-    const std::string text =
-        sample_text(m, *tokenizer, cfg.sample_prompt, cfg.sample_tokens, cfg.sample_temperature,
-                    uint64_t(cfg.seed) + uint64_t(step));
-    log_info("sample @ step {}: {}{}", step, cfg.sample_prompt, text);
-  };
-  auto save = [&](int64_t step) {
-    if (cfg.checkpoint_dir.empty()) return;
-    CheckpointData d;
-    d.trainer_state = {{"step", step},
-                       {"optimizer_steps", optim.steps()},
-                       {"data", train_data.state()},
-                       {"skipped", summary.skipped},
-                       {"world_size", world},
-                       {"global_batch_rows", global_rows},
-                       {"config", train_config_to_json(cfg)}};
-    d.optimizer = optim.state_to_save();
-    if (async_writer) {
-      async_writer->save(step, m, d);
-      log_info("checkpoint: step {} (async, stall {:.3f}s)", step,
-               async_writer->last_stall_seconds());
-    } else {
-      Timer t;
-      const std::string path =
-          save_checkpoint(group, cfg.checkpoint_dir, step, m, d, int(cfg.keep_last));
-      log_info("checkpoint: {} ({:.2f}s)", path, t.seconds());
-    }
-  };
-
-  if (start_step == 0) {
-    summary.first_val_loss = validation_loss();
-    if (val_data) log_info("step {:>6}  val_loss {:.4f}", 0, summary.first_val_loss);
+  m.zero_grads();
+  counts->clear();
+  double loss = 0;
+  for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
+    train_data->next_batch(inputs.data(), targets.data(), B);
+    loss += model_forward(m, *acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
+    counts->add(config(), *acts);
+    model_backward(m, *acts, grad_scale);
   }
-  Timer since_log;
-  int64_t tokens_since_log = 0;
-  for (int64_t step = start_step; step < cfg.steps; ++step) {
-    Timer step_timer;
-    m.zero_grads();
-    double loss = 0;
-    std::map<int64_t, std::vector<int64_t>> counts;
-    for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
-      train_data.next_batch(inputs.data(), targets.data(), B);
-      loss += model_forward(m, acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
-      add_counts(counts, count_routing(c, acts));
-      model_backward(m, acts, grad_scale);
-    }
-    const double norm = optim.reduce_gradients(m);  // same on every rank
-    // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,
-    // and the routing counts of the global batch (exact in double).
-    std::vector<double> agreed = {loss, std::isfinite(loss) ? 0.0 : 1.0};
-    for (const auto& [layer, k] : counts)
-      for (int64_t n : k) agreed.push_back(double(n));
-    group.all_reduce(Tensor(agreed.data(), {int64_t(agreed.size())}), dist::ReduceOp::Sum);
-    loss = agreed[0] / double(world);
-    size_t at = 2;
-    for (auto& [layer, k] : counts)
-      for (int64_t& n : k) n = int64_t(agreed[at++]);
-    const double lr = schedule.lr(step);
-    const bool skip = agreed[1] > 0 || !std::isfinite(loss) || !std::isfinite(norm);
-    if (skip) {
-      ++summary.skipped;
-      log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", step + 1, loss,
-               norm);
-    } else {
-      optim.update(m, lr);
-      optim.update_balancing_biases(m, counts);
-    }
-    const int64_t tokens = global_rows * T;
-    tokens_since_log += tokens;
-    const double step_s = step_timer.seconds();
-    const double tps = double(tokens) / step_s;
-    const double mfu = tps * flops_per_token / (sgemm_rate * world);
-    const double entropy = expert_load_entropy(c, counts);
-    if (step == start_step) summary.first_loss = loss;
-    summary.last_loss = loss;
-    summary.steps_done = step + 1;
-    if (metrics.is_open()) {
-      nlohmann::json j = {{"step", step + 1},
-                          {"loss", loss},
-                          {"grad_norm", norm},
-                          {"lr", lr},
-                          {"tokens", (step + 1) * tokens},
-                          {"tokens_per_s", tps},
-                          {"mfu", mfu},
-                          {"skipped", summary.skipped},
-                          {"expert_load_entropy", entropy},
-                          {"time", wall.seconds()}};
-      metrics << j.dump() << "\n" << std::flush;
-    }
-    const bool stop = step + 1 == opt.stop_at_step;
-    const bool last = step + 1 == cfg.steps;
-    if ((step + 1) % cfg.log_every == 0 || last) {
-      const double rate = double(tokens_since_log) / since_log.seconds();
-      const double eta = double(cfg.steps - step - 1) * double(tokens) / rate;
-      log_info(
-          "step {:>6}/{}  loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
-          "expert_entropy {:.3f}  eta {:.0f}s",
-          step + 1, cfg.steps, loss, norm, lr, rate,
-          100 * rate * flops_per_token / (sgemm_rate * world), entropy, eta);
-      since_log.reset();
-      tokens_since_log = 0;
-    }
-    if (val_data && ((cfg.eval_every > 0 && (step + 1) % cfg.eval_every == 0) || last)) {
-      summary.last_val_loss = validation_loss();
-      log_info("step {:>6}  val_loss {:.4f}", step + 1, summary.last_val_loss);
-    }
-    if ((cfg.sample_every > 0 && (step + 1) % cfg.sample_every == 0) || last)
-      print_sample(step + 1);
-    if ((cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0) || last || stop)
-      save(step + 1);
-    if (stop) break;
+  const double norm = optim->reduce_gradients(m);  // same on every rank
+  // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,
+  // and the routing counts of the global batch (exact in double).
+  agreed[0] = loss;
+  agreed[1] = std::isfinite(loss) ? 0.0 : 1.0;
+  std::copy(counts->flat().begin(), counts->flat().end(), agreed.begin() + 2);
+  group.all_reduce(Tensor(agreed.data(), {int64_t(agreed.size())}), dist::ReduceOp::Sum);
+  std::copy(agreed.begin() + 2, agreed.end(), counts->flat().begin());
+
+  StepResult r;
+  r.step = state.step + 1;
+  r.loss = agreed[0] / double(world);
+  r.grad_norm = norm;
+  r.lr = schedule.lr(state.step);
+  r.skipped = agreed[1] > 0 || !std::isfinite(r.loss) || !std::isfinite(norm);
+  if (r.skipped) {
+    ++state.skipped;
+    log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", r.step, r.loss, norm);
+  } else {
+    optim->update(m, r.lr, norm);
+    optim->update_balancing_biases(m, *counts);
   }
-  if (async_writer) async_writer->wait();
-  summary.seconds = wall.seconds();
-  return summary;
+  state.step = r.step;
+  state.optimizer_steps = optim->steps();
+  r.tokens = global_rows * T;
+  r.expert_load_entropy = expert_load_entropy(config(), *counts);
+  r.seconds = step_timer.seconds();
+  return r;
+}
+
+void Trainer::Impl::after_step(const StepResult& r) {
+  const double tps = double(r.tokens) / r.seconds;
+  if (summary.steps_done == 0) summary.first_loss = r.loss;
+  summary.last_loss = r.loss;
+  summary.steps_done = r.step;
+  summary.skipped = state.skipped;
+  tokens_since_log += r.tokens;
+  if (metrics.is_open()) {
+    const nlohmann::json j = {{"step", r.step},
+                              {"loss", r.loss},
+                              {"grad_norm", r.grad_norm},
+                              {"lr", r.lr},
+                              {"tokens", r.step * r.tokens},
+                              {"tokens_per_s", tps},
+                              {"mfu", tps * flops_per_token / (sgemm_rate * world)},
+                              {"skipped", state.skipped},
+                              {"expert_load_entropy", r.expert_load_entropy},
+                              {"time", wall.seconds()}};
+    metrics << j.dump() << "\n" << std::flush;
+  }
+  stopped = r.step == opt.stop_at_step;
+  const bool last = r.step == cfg.steps;
+  if (r.step % cfg.log_every == 0 || last) {
+    const double rate = double(tokens_since_log) / since_log.seconds();
+    const double eta = double(cfg.steps - r.step) * double(r.tokens) / rate;
+    log_info(
+        "step {:>6}/{}  loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
+        "expert_entropy {:.3f}  eta {:.0f}s",
+        r.step, cfg.steps, r.loss, r.grad_norm, r.lr, rate,
+        100 * rate * flops_per_token / (sgemm_rate * world), r.expert_load_entropy, eta);
+    since_log.reset();
+    tokens_since_log = 0;
+  }
+  if (has_val && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
+    summary.last_val_loss = validation_loss();
+    log_info("step {:>6}  val_loss {:.4f}", r.step, summary.last_val_loss);
+  }
+  if ((cfg.sample_every > 0 && r.step % cfg.sample_every == 0) || last) print_sample(r.step);
+  if ((cfg.checkpoint_every > 0 && r.step % cfg.checkpoint_every == 0) || last || stopped)
+    save(r.step);
+}
+
+Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opt)
+    : impl_(std::make_unique<Impl>(cfg, opt, opt.group)) {
+  impl_->setup();
+}
+
+Trainer::~Trainer() = default;
+
+bool Trainer::done() const {
+  return impl_->stopped || impl_->state.step >= impl_->cfg.steps;
+}
+
+StepResult Trainer::train_step() {
+  return impl_->train_step();
+}
+
+void Trainer::after_step(const StepResult& r) {
+  impl_->after_step(r);
+}
+
+TrainSummary Trainer::finish() {
+  if (impl_->async_writer) impl_->async_writer->wait();
+  impl_->summary.seconds = impl_->wall.seconds();
+  return impl_->summary;
+}
+
+const TrainerState& Trainer::state() const {
+  return impl_->state;
+}
+
+const Model& Trainer::model() const {
+  return *impl_->model;
+}
+
+TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {
+  Trainer t(cfg, opt);
+  while (!t.done()) t.after_step(t.train_step());
+  return t.finish();
 }
 
 }  // namespace zaya

@@ -1,18 +1,23 @@
-// The training loop: zero grads → forward/backward × micro-batches → reduce → check → clip +
-// update (Muon / AdamW) → balancing biases → log / evaluate / sample / checkpoint.
+// The training loop, as a Trainer: setup (model, optimizer, data, resume) in the constructor, then
+// per step train_step() → StepResult and after_step() (metrics, log line, evaluation, sample,
+// checkpoint). train_step is: zero grads → forward/backward × micro-batches → reduce → agree →
+// check → clip + update (Muon / AdamW) → balancing biases.
 // Data parallel with ZeRO-1 over a dist::Group (one code path; the single group is one process):
 // train.micro_batch rows per rank per micro-batch, so the global batch is
 // micro_batch × grad_accum × ranks rows, and rank r reads its disjoint slice of every global batch
 // (TokenLoader). N ranks × micro_batch reproduce one process × N·micro_batch up to rounding.
 // Each rank's gradient is scaled by 1/(global batch tokens) so their sum is the global mean's;
-// the optimizer reduces and shards it (optimizer.h). Loss, routing counts and the non-finite check
-// are agreed by one all-reduce; metrics, logs and samples come from rank 0; validation is split
-// over the ranks. A run resumes from its newest valid checkpoint (model, optimizer, data position,
-// step) on any number of ranks — bitwise on the same number.
+// the optimizer reduces and shards it (optimizer.h). Loss, the non-finite check and the routing
+// counts are agreed by one all-reduce; metrics, logs and samples come from rank 0; validation is
+// split over the ranks. A run resumes from its newest valid checkpoint (model, optimizer, data
+// position, step: the TrainerState) on any number of ranks — bitwise on the same number.
 #pragma once
 #include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "data/loader.h"
 #include "train/train_config.h"
 
 namespace zaya {
@@ -20,6 +25,7 @@ namespace zaya {
 namespace dist {
 class Group;
 }
+class Model;
 
 struct TrainSummary {
   int64_t steps_done = 0, skipped = 0;
@@ -38,7 +44,57 @@ struct TrainOptions {
   dist::Group* group = nullptr;
 };
 
-// Throws zaya::Error for bad configs, data or checkpoints.
+// Where a run stands: what trainer_state.json holds, so a run continues from it exactly.
+struct TrainerState {
+  int64_t step = 0;             // optimizer steps done (skipped ones included)
+  int64_t optimizer_steps = 0;  // updates applied
+  int64_t skipped = 0;          // steps skipped for a non-finite loss or gradient norm
+  LoaderState data;             // the training data position (global rows: any rank count)
+  int64_t world_size = 1;       // ranks that wrote it
+  int64_t global_batch_rows = 0;
+  nlohmann::json config;  // the TrainConfig of the run (train_config_to_json)
+  bool operator==(const TrainerState&) const = default;
+};
+void to_json(nlohmann::json& j, const TrainerState& s);
+void from_json(const nlohmann::json& j, TrainerState& s);  // throws zaya::Error naming a field
+
+// One optimizer step's outcome (the same on every rank).
+struct StepResult {
+  int64_t step = 0;  // 1-based: the step just done
+  double loss = 0, grad_norm = 0, lr = 0;
+  bool skipped = false;
+  int64_t tokens = 0;  // scored tokens of the global batch
+  double seconds = 0;  // wall time of train_step
+  double expert_load_entropy = 1;
+};
+
+class Trainer {
+ public:
+  // Collective. Builds or resumes the run; throws zaya::Error for bad configs, data or
+  // checkpoints.
+  Trainer(const TrainConfig& cfg, const TrainOptions& opt);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  bool done() const;  // all steps done, or stopped at opt.stop_at_step
+  // Collective: one optimizer step over the next global batch.
+  StepResult train_step();
+  // Collective: the step's metrics line and log line, then evaluation, sample and checkpoint when
+  // due.
+  void after_step(const StepResult& r);
+  // Waits for background checkpoint writes; the run's summary.
+  TrainSummary finish();
+
+  const TrainerState& state() const;
+  const Model& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Trainer(cfg, opt); train_step + after_step until done; finish().
 TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt);
 
 }  // namespace zaya

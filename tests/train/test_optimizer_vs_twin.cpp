@@ -42,8 +42,9 @@ void run_case(const std::string& run) {
   const nlohmann::json& rc = meta["runs"][run];
   const nlohmann::json& sc = meta["schedule"];
   ASSERT_EQ(sc["kind"], "cosine");
-  const Schedule sched{Schedule::Cosine, sc["warmup"], sc["total"], sc["peak"], sc["floor"], 0.2};
-  OptimizerConfig cfg;
+  const Schedule sched{ScheduleKind::Cosine, sc["warmup"], sc["total"],
+                       sc["peak"],           sc["floor"],  0.2};
+  OptimConfig cfg;
   cfg.use_muon = rc["use_muon"];
   cfg.weight_decay = rc["weight_decay"];
   cfg.grad_clip = rc["grad_clip"];
@@ -71,7 +72,8 @@ void run_case(const std::string& run) {
   for (int64_t k = 0; k < S; ++k) {
     m.zero_grads();
     losses.push_back(forward(k));
-    const auto counts = count_routing(m.config(), a);
+    RoutingCounts counts(m.config());
+    counts.add(m.config(), a);
     model_backward(m, a, 1.0 / double(B * T));
     norms.push_back(opt.step(m, sched.lr(k)));
     opt.update_balancing_biases(m, counts);

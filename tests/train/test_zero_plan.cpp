@@ -24,7 +24,7 @@ ParamLayout tiny_layout() {
 ParamLayout odd_layout() {
   ParamLayout l;
   auto add = [&](std::string name, std::vector<int64_t> shape, ParamKind kind) {
-    ParamSpec s{std::move(name), std::move(shape), kind, ParamInit::Zero, l.total};
+    ParamSpec s{std::move(name), std::move(shape), kind, ParamInit::Zero, -1, l.total};
     l.total += size_t(s.numel());
     l.index[s.name] = l.specs.size();
     l.specs.push_back(std::move(s));
@@ -148,7 +148,7 @@ TEST(ZeroPlan, UnevenOddSizesAtThreeRanks) {
 TEST(ZeroPlan, OptimizerStateOfOneRankListsTheGlobalLayout) {
   Model m(load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json"));
   m.init_random(1);
-  Optimizer one(m, OptimizerConfig{});
+  Optimizer one(m, OptimConfig{});
   const OptimizerShard s = one.state_to_save();
   ASSERT_EQ(s.slices.size(), s.layout.size());
   for (size_t i = 0; i < s.slices.size(); ++i) {

@@ -35,9 +35,9 @@ TEST(TrainConfig, ParsesTypedKeysAndKeepsDefaults) {
   const TrainConfig c = load_train_config(write_toml(dir, kMinimal));
   EXPECT_EQ(c.model_config, "tests/data/configs/tiny.json");
   EXPECT_EQ(c.seq_len, 64);
-  EXPECT_DOUBLE_EQ(c.lr, 1e-3);
-  EXPECT_EQ(c.schedule, "wsd");
-  EXPECT_FALSE(c.use_muon);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.optim.schedule, ScheduleKind::Wsd);
+  EXPECT_FALSE(c.optim.use_muon);
   EXPECT_EQ(c.micro_batch, TrainConfig{}.micro_batch);
 }
 
@@ -73,11 +73,11 @@ TEST(TrainConfig, OverridesFollowTheFieldType) {
   apply_override(c, "optim.use_muon=false");
   apply_override(c, "data.dataset=some/dir");
   apply_override(c, "optim.min_lr=0");
-  EXPECT_DOUBLE_EQ(c.lr, 2e-4);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 2e-4);
   EXPECT_EQ(c.steps, 7);
-  EXPECT_FALSE(c.use_muon);
+  EXPECT_FALSE(c.optim.use_muon);
   EXPECT_EQ(c.dataset, "some/dir");
-  EXPECT_EQ(c.min_lr, 0.0);
+  EXPECT_EQ(c.optim.min_lr, 0.0);
   expect_error([&] { apply_override(c, "train.steps=many"); }, {"train.steps", "integer"});
   expect_error([&] { apply_override(c, "no_equals_sign"); }, {"key=value"});
 }
@@ -86,7 +86,7 @@ TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
   ScratchDir dir;
   TrainConfig c = load_train_config(write_toml(dir, kMinimal));
   c.sample_prompt = "In the \"beginning\"";
-  c.adam_eps = 1e-8;
+  c.optim.adam_eps = 1e-8;
   const TrainConfig back = load_train_config(write_toml(dir, train_config_to_toml(c)));
   EXPECT_EQ(train_config_to_json(back), train_config_to_json(c));
 }

@@ -60,11 +60,11 @@ TrainConfig balance_run(const ScratchDir& dir, const std::string& shards, int64_
   c.micro_batch = rows;  // every window in every step
   c.grad_accum = 1;
   c.steps = 10;
-  c.warmup = 2;
-  c.lr = 2e-2;
-  c.min_lr = 2e-3;
-  c.use_muon = true;
-  c.balance_lr = 2e-2;  // large enough that the biases steer the routing within 10 steps
+  c.optim.warmup = 2;
+  c.optim.lr = 2e-2;
+  c.optim.min_lr = 2e-3;
+  c.optim.use_muon = true;
+  c.optim.balance_lr = 2e-2;  // large enough that the biases steer the routing within 10 steps
   c.eval_batches = 0;
   c.log_every = 100;
   c.checkpoint_dir = dir / "ckpt";
@@ -132,7 +132,7 @@ TEST(TrainingSemantics, BalancingBiasesFollowTheSpecOverRowsTimesSeqLenTokens) {
         m2[size_t(e)] = b2 * m2[size_t(e)] + (1 - b2) * g * g;
         const double mh = m1[size_t(e)] / (1 - std::pow(b1, double(step)));
         const double vh = m2[size_t(e)] / (1 - std::pow(b2, double(step)));
-        const double want = double(before[e]) - cfg.balance_lr * mh / (std::sqrt(vh) + eps);
+        const double want = double(before[e]) - cfg.optim.balance_lr * mh / (std::sqrt(vh) + eps);
         EXPECT_NEAR(got[e], want, 2e-6) << "step " << step << " layer " << i << " expert " << e;
         biggest_move = std::max(biggest_move, std::fabs(double(got[e]) - double(before[e])));
       }

@@ -29,9 +29,9 @@ TrainConfig tiny_run(const ScratchDir& dir, const std::string& name, const std::
   c.micro_batch = 4;
   c.grad_accum = 2;
   c.steps = 20;
-  c.warmup = 3;
-  c.lr = 3e-3;
-  c.min_lr = 3e-4;
+  c.optim.warmup = 3;
+  c.optim.lr = 3e-3;
+  c.optim.min_lr = 3e-4;
   c.eval_every = 0;
   c.eval_batches = 2;
   c.log_every = 5;
@@ -79,11 +79,11 @@ TEST(Trainer, ResumeIsBitwiseExact) {
   for (bool muon : {true, false}) {
     const std::string tag = muon ? "muon" : "adamw";
     TrainConfig straight = tiny_run(dir, "straight_" + tag, shards);
-    straight.use_muon = muon;
+    straight.optim.use_muon = muon;
     run_training(straight, {.quiet = true});
 
     TrainConfig halves = tiny_run(dir, "halves_" + tag, shards);
-    halves.use_muon = muon;
+    halves.optim.use_muon = muon;
     run_training(halves, {.quiet = true, .stop_at_step = 10});
     run_training(halves, {.quiet = true});  // resume = auto
 
