@@ -7,13 +7,13 @@
 // chunk), × 1 (broadcast), in GB/s = 1e9 B/s; #wrong counts result elements that differ from the
 // expected values, over all ranks. Exits non-zero if any element was wrong. Launch with
 // `mpirun -np N zaya bench comm …`; without a launcher it measures the 1-rank (copy) group.
-// The formulas and the check are documented in dist/bench_comm.h.
+// The formulas and the check are documented in bench/comm.h.
 #include <cstdio>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/assert.h"
-#include "dist/bench_comm.h"
+#include "bench/comm.h"
 #include "dist/group.h"
 
 namespace zaya::cli {

@@ -5,7 +5,7 @@
 // experts no token of the step was routed to (Decoder::weight_bytes_read: a token routed to the
 // skip class reads none, a batch may read several), so the rate is bounded by bandwidth / bytes
 // per step. Printed: decode tokens/s, the median step, weight bytes read per step, the bandwidth
-// that implies, the machine's read-only and copy bandwidth (core/bandwidth.h), and their ratio.
+// that implies, the machine's read-only and copy bandwidth (bench/bandwidth.h), and their ratio.
 // The bound uses the larger of the two bandwidths, so the ratio is never flattered by the choice
 // of yardstick.
 //
@@ -24,7 +24,7 @@
 
 #include "cli/commands.h"
 #include "core/assert.h"
-#include "core/bandwidth.h"
+#include "bench/bandwidth.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "infer/cache.h"

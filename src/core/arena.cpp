@@ -1,3 +1,5 @@
+// Buffer and Arena (arena.h): 64-byte-aligned, zero-initialised host allocations; an arena hands
+// out aligned tensor views of its buffer by a bump pointer.
 #include "core/arena.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// Logging (log.h): one process-wide level; info lines to stderr unless quiet.
 #include "core/log.h"
 
 #include <cstdlib>

@@ -1,3 +1,5 @@
+// Progress output (progress.h): a redrawn bar on a TTY, plain periodic lines otherwise,
+// nothing when quiet.
 #include "core/progress.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,6 @@
+// BPE training (bpe_train.h): counts pre-tokenized words of the input files, then merges the
+// most frequent adjacent pair repeatedly (ties by the pair order), writing a Gemma 3-style
+// byte-fallback tokenizer.json.
 #include "data/bpe_train.h"
 
 #include <omp.h>

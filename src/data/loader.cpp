@@ -1,3 +1,5 @@
+// TokenLoader (loader.h): the Feistel permutation of windows per epoch, reading a window across
+// shard boundaries, the per-rank slice of each global batch and its state for checkpoints.
 #include "data/loader.h"
 
 #include <algorithm>

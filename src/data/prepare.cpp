@@ -1,3 +1,5 @@
+// `zaya data prepare` (prepare.h): input files → documents → token ids (EOS-separated) →
+// train/val shards by a seeded hash of each document, and the dataset manifest.
 #include "data/prepare.h"
 
 #include <glob.h>

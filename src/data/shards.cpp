@@ -1,3 +1,5 @@
+// Token shards and the dataset manifest (shards.h): writing a shard through a temporary file with
+// a streaming XXH3, mapping one read-only and checking its header, and the manifest JSON.
 #include "data/shards.h"
 
 #include <fcntl.h>
@@ -25,10 +27,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string errno_str() {
-  return std::strerror(errno);
-}
-
 void put_u32(unsigned char* p, uint32_t v) {
   std::memcpy(p, &v, 4);
 }
@@ -53,12 +51,7 @@ uint64_t token_checksum(const uint32_t* tokens, size_t n) {
 }
 
 uint64_t file_checksum(const std::string& path) {
-  const std::string bytes = read_text_file(path, "file");
-  return XXH3_64bits(bytes.data(), bytes.size());
-}
-
-std::string hex64(uint64_t x) {
-  return fmt::format("{:016x}", x);
+  return file_xxh3(path);
 }
 
 // ---- writing ----
@@ -135,40 +128,15 @@ void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint
 
 // ---- reading ----
 
-struct ShardFile::Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr) ::munmap(addr, size);
-  }
-};
-
 ShardFile ShardFile::open(const std::string& path, bool verify) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open token shard: {}", path, errno_str());
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    std::string err = S_ISDIR(st.st_mode) ? "is a directory" : errno_str();
-    ::close(fd);
-    fail("{}: cannot read token shard: {}", path, err);
-  }
-  const uint64_t file_size = uint64_t(st.st_size);
-  if (file_size < kShardHeaderBytes) {
-    ::close(fd);
-    fail("{}: {} bytes, shorter than the {}-byte token shard header (truncated or not a shard)",
-         path, file_size, kShardHeaderBytes);
-  }
   ShardFile s;
   s.path_ = path;
-  s.map_ = std::make_shared<Mapping>();
-  s.map_->size = size_t(file_size);
-  void* addr = ::mmap(nullptr, s.map_->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  std::string mmap_err = addr == MAP_FAILED ? errno_str() : "";
-  ::close(fd);
-  if (addr == MAP_FAILED) fail("{}: cannot mmap token shard: {}", path, mmap_err);
-  s.map_->addr = addr;
-
-  const auto* h = static_cast<const unsigned char*>(addr);
+  s.file_ = MappedFile::open(path, "token shard");
+  const uint64_t file_size = s.file_.size();
+  if (file_size < kShardHeaderBytes)
+    fail("{}: {} bytes, shorter than the {}-byte token shard header (truncated or not a shard)",
+         path, file_size, kShardHeaderBytes);
+  const unsigned char* h = s.file_.data();
   if (std::memcmp(h, kShardMagic, 8) != 0)
     fail("{}: bad magic (not a zaya token shard; expected \"{}\")", path, kShardMagic);
   const uint32_t version = get_u32(h + 8);

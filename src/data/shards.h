@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "io/file.h"
+
 namespace zaya {
 
 inline constexpr char kShardMagic[9] = "ZAYATOK1";
@@ -42,7 +44,6 @@ inline constexpr const char* kManifestName = "dataset.json";
 uint64_t token_checksum(const uint32_t* tokens, size_t n);
 // XXH3_64bits of a whole file (e.g. the tokenizer recorded in the manifest).
 uint64_t file_checksum(const std::string& path);
-std::string hex64(uint64_t x);  // 16 lowercase hex digits
 
 // Streams tokens into one shard file: header placeholder, payload, then the real header; the
 // file appears under its final name only after close().
@@ -86,8 +87,7 @@ class ShardFile {
   const std::string& path() const { return path_; }
 
  private:
-  struct Mapping;
-  std::shared_ptr<Mapping> map_;
+  MappedFile file_;
   const uint32_t* tokens_ = nullptr;
   uint64_t count_ = 0, checksum_ = 0;
   uint32_t vocab_size_ = 0;

@@ -1,3 +1,6 @@
+// The tokenizer.json reader, encoder and decoder (tokenizer.h): parsing and validating the
+// vocabulary, merges, added tokens, normalizer and decoder; encode as the HF pipeline does it
+// (added tokens, normalize, pre-tokenize, BPE with byte fallback); decode back to UTF-8.
 #include "data/tokenizer.h"
 
 #include <algorithm>

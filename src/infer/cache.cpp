@@ -1,3 +1,5 @@
+// Per-sequence caches (cache.h): K/V rows, conv state and the previous residual input, grown by
+// the decoder as tokens are appended.
 #include "infer/cache.h"
 
 namespace zaya {

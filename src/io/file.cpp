@@ -1,4 +1,11 @@
+// File helpers (file.h).
 #include "io/file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +26,73 @@ std::string read_text_file(const std::string& path, std::string_view what) {
   std::fclose(f);
   if (read_error) fail("{}: read error", path);
   return text;
+}
+
+std::string errno_str() {
+  return std::strerror(errno);
+}
+
+std::string hex64(uint64_t x) {
+  return fmt::format("{:016x}", x);
+}
+
+MappedFile::Mapping::~Mapping() {
+  if (addr) ::munmap(addr, size);
+}
+
+namespace {
+
+// Opens a regular file read-only; fails naming it. Returns the descriptor and fills st.
+int open_regular(const std::string& path, std::string_view what, struct stat& st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open {}: {}", path, what, errno_str());
+  if (::fstat(fd, &st) != 0) {
+    const std::string err = errno_str();
+    ::close(fd);
+    fail("{}: cannot stat {}: {}", path, what, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: {} is not a regular file{}", path, what,
+         S_ISDIR(st.st_mode) ? " (it is a directory)" : "");
+  }
+  return fd;
+}
+
+}  // namespace
+
+MappedFile MappedFile::open(const std::string& path, std::string_view what) {
+  struct stat st;
+  const int fd = open_regular(path, what, st);
+  MappedFile f;
+  f.path_ = path;
+  f.map_ = std::make_shared<Mapping>();
+  f.map_->size = size_t(st.st_size);
+  if (f.map_->size > 0) {
+    void* p = ::mmap(nullptr, f.map_->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const std::string err = p == MAP_FAILED ? errno_str() : "";
+    ::close(fd);
+    if (p == MAP_FAILED) fail("{}: cannot mmap {}: {}", path, what, err);
+    f.map_->addr = static_cast<unsigned char*>(p);
+  } else {
+    ::close(fd);
+  }
+  return f;
+}
+
+uint64_t file_xxh3(const std::string& path, bool sync, uint64_t* bytes) {
+  if (sync) {
+    struct stat st;
+    const int fd = open_regular(path, "file", st);
+    const bool ok = ::fsync(fd) == 0;
+    const std::string err = ok ? "" : errno_str();
+    ::close(fd);
+    if (!ok) fail("{}: fsync failed: {}", path, err);
+  }
+  const MappedFile f = MappedFile::open(path, "file");
+  if (f.size() > 0) ::madvise(const_cast<unsigned char*>(f.data()), f.size(), MADV_SEQUENTIAL);
+  if (bytes) *bytes = f.size();
+  return XXH3_64bits(f.data(), f.size());
 }
 
 }  // namespace zaya

@@ -33,10 +33,6 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-std::string errno_str() {
-  return std::strerror(errno);
-}
-
 // The dtype named in a header, or an error naming the file and tensor.
 DType parse_dtype(const std::string& s, const std::string& file, const std::string& name) {
   static const std::pair<const char*, DType> kSupported[] = {

@@ -1,3 +1,5 @@
+// Activations (activations.h): one measuring pass lays out every saved tensor and the backward
+// scratch for a [B, T] micro-batch, then one allocation backs them all.
 #include "model/activations.h"
 
 #include <algorithm>

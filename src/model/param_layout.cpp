@@ -1,3 +1,5 @@
+// The parameter layout (param_layout.h): one pass over the config adds every tensor in the
+// packing order, with its kind, initialisation and sub-layer.
 #include "model/param_layout.h"
 
 #include "core/assert.h"

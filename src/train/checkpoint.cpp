@@ -38,14 +38,6 @@ constexpr const char* kManifestFormat = "zaya-checkpoint";
 constexpr int kManifestVersion = 1;
 constexpr const char* kOptimizerFormat = "zaya-optimizer-state-v1";
 
-std::string errno_str() {
-  return std::strerror(errno);
-}
-
-std::string hex64(uint64_t h) {
-  return fmt::format("{:016x}", h);
-}
-
 // fsync a file or directory by path; throws Error naming it.
 void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
@@ -89,27 +81,8 @@ struct FileDigest {
 // Size and XXH3-64 of a whole file (read through a mapping). With `sync`, also fsyncs it.
 // Throws Error naming the file when it cannot be read.
 FileDigest digest_file(const std::string& path, bool sync) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, errno_str());
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) fail("{}: cannot stat: {}", path, errno_str());
-  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
-  if (sync && ::fsync(fd) != 0) fail("{}: fsync failed: {}", path, errno_str());
   FileDigest d;
-  d.bytes = uint64_t(st.st_size);
-  if (d.bytes == 0) {
-    d.xxh3 = XXH3_64bits(nullptr, 0);
-    return d;
-  }
-  void* p = ::mmap(nullptr, size_t(d.bytes), PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) fail("{}: cannot mmap: {}", path, errno_str());
-  ::madvise(p, size_t(d.bytes), MADV_SEQUENTIAL);
-  d.xxh3 = XXH3_64bits(p, size_t(d.bytes));
-  ::munmap(p, size_t(d.bytes));
+  d.xxh3 = file_xxh3(path, sync, &d.bytes);
   return d;
 }
 

@@ -1,3 +1,5 @@
+// The training config (train_config.h): the field table, TOML parsing, --set overrides, range
+// checks, JSON and TOML printing — all driven by the one table.
 #include "train/train_config.h"
 
 #include <toml++/toml.h>

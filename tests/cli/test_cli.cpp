@@ -21,10 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory private to this test process (ctest runs tests in parallel).
+// A fresh directory private to this test process (ctest runs tests in parallel), inside one
+// ScratchDir that is removed when the process exits.
 fs::path scratch(const std::string& name) {
-  fs::path p =
-      fs::path(::testing::TempDir()) / ("zaya_cli_" + std::to_string(getpid()) + "_" + name);
+  static const zaya::test::ScratchDir root;
+  const fs::path p = fs::path(root.path) / name;
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "test_util.h"
 
 using namespace zaya::test;
 namespace fs = std::filesystem;
@@ -29,8 +30,8 @@ struct Job {
 
 // Runs `mpirun -np N PROGRAM ARGS` and captures its exit, output and wall time.
 Job mpirun(int ranks, const std::string& program, const std::string& args) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("zaya_mpirun_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const zaya::test::ScratchDir scratch;
+  const fs::path dir = scratch.path;
   const std::string cmd = std::string(ZAYA_MPIRUN) + " " + ZAYA_MPIRUN_FLAGS + " -np " +
                           std::to_string(ranks) + " " + program + " " + args + " </dev/null >" +
                           (dir / "out").string() + " 2>" + (dir / "err").string();
@@ -42,7 +43,6 @@ Job mpirun(int ranks, const std::string& program, const std::string& args) {
   j.r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   j.r.out = slurp((dir / "out").string());
   j.r.err = slurp((dir / "err").string());
-  fs::remove_all(dir);
   return j;
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/assert.h"
-#include "dist/bench_comm.h"
+#include "bench/comm.h"
 #include "dist/group.h"
 
 using namespace zaya;

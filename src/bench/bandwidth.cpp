@@ -1,6 +1,6 @@
 // Memory bandwidth probes (see bandwidth.h). Buffers are first touched by the threads that later
 // stream them (static split), so pages sit near their readers on NUMA machines.
-#include "core/bandwidth.h"
+#include "bench/bandwidth.h"
 
 #include <omp.h>
 

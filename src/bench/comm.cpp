@@ -1,5 +1,5 @@
 // zaya bench comm's measurement and checking (formulas in bench_comm.h).
-#include "dist/bench_comm.h"
+#include "bench/comm.h"
 
 #include <algorithm>
 #include <cctype>
