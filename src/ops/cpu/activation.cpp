@@ -3,11 +3,11 @@
 // function without the cancellation of 1 + erf for negative x.
 #include <cmath>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -55,4 +55,4 @@ void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x) {
                       backward(dx.ptr<scalar_t>(), dy.ptr<scalar_t>(), x.ptr<scalar_t>(), n));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu
