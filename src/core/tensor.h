@@ -28,6 +28,10 @@ constexpr DType dtype_of<int32_t>() {
   return DType::I32;
 }
 template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
 constexpr DType dtype_of<uint32_t>() {
   return DType::U32;
 }

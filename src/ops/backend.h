@@ -4,8 +4,10 @@
 // code calls ops::x, which checks the devices and dispatches.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
+#include "ops/ops.h"  // the parameter types (CopySegment, AdamWParams)
 
 #define ZAYA_BACKEND_OP(ret, name, params) ret name params;
 namespace zaya::ops::cpu {
