@@ -1,35 +1,42 @@
-// Owning memory. Buffer: one zero-initialised, 64-byte-aligned allocation. Arena: a Buffer carved
-// into tensors by a bump pointer (params, grads, optimizer state and activations are each one
-// arena, so zeroing, copying and reducing them is one loop).
+// Owning memory. Buffer: one zero-initialised, 64-byte-aligned allocation on one device. Arena: a
+// Buffer carved into tensors by a bump pointer (params, grads, optimizer state and activations are
+// each one arena, so zeroing, copying and reducing them is one loop); its tensors carry its device.
+// device_copy / device_fill_zero move and clear tensor memory on any device (a GPU side goes
+// through core/device.h's entry points, which a CPU-only build answers with a clear error).
 #pragma once
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
 
+#include "core/device.h"
 #include "core/tensor.h"
 
 namespace zaya {
 
+// Buffer's deleter: releases memory of the device it was allocated on.
+struct DeviceFree {
+  Device device = Device::Cpu;
+  void operator()(void* p) const;
+};
+
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes);
+  explicit Buffer(size_t bytes, Device device = Device::Cpu);
   void* data() const { return ptr_.get(); }
   size_t size() const { return bytes_; }
+  Device device() const { return ptr_.get_deleter().device; }
   void zero();
 
  private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> ptr_;
+  std::unique_ptr<void, DeviceFree> ptr_;
   size_t bytes_ = 0;
 };
 
 class Arena {
  public:
   Arena() = default;
-  explicit Arena(size_t bytes) : buf_(bytes) {}
+  explicit Arena(size_t bytes, Device device = Device::Cpu) : buf_(bytes, device) {}
   // Rounds each allocation up to 64 bytes so every tensor starts cache-line aligned.
   static size_t aligned(size_t bytes) { return (bytes + 63) & ~size_t(63); }
   Tensor alloc(DType t, std::initializer_list<int64_t> dims);
@@ -38,10 +45,16 @@ class Arena {
   size_t used() const { return used_; }
   size_t capacity() const { return buf_.size(); }
   void* base() const { return buf_.data(); }
+  Device device() const { return buf_.device(); }
 
  private:
   Buffer buf_;
   size_t used_ = 0;
 };
+
+// dst = src, byte for byte, across devices: same dtype and element count (shapes may differ).
+void device_copy(const Tensor& dst, const Tensor& src);
+// Every byte of t = 0 (an undefined or empty tensor is a no-op).
+void device_fill_zero(const Tensor& t);
 
 }  // namespace zaya

@@ -1,5 +1,6 @@
-// Tensor: a non-owning, contiguous, row-major view (pointer + dtype + up to 4 dims).
-// Memory is owned by arenas/buffers (core/arena.h) or by mapped files; views are cheap to copy.
+// Tensor: a non-owning, contiguous, row-major view (pointer + dtype + device + up to 4 dims).
+// Memory is owned by arenas/buffers (core/arena.h) or by mapped files; views are cheap to copy and
+// every view (view, prefix, rows) keeps its tensor's device.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "core/assert.h"
+#include "core/device.h"
 #include "core/dtype.h"
 
 namespace zaya {
@@ -26,6 +28,10 @@ constexpr DType dtype_of<int32_t>() {
   return DType::I32;
 }
 template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::I64;
+}
+template <>
 constexpr DType dtype_of<uint32_t>() {
   return DType::U32;
 }
@@ -37,6 +43,7 @@ constexpr DType dtype_of<uint16_t>() {
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::F32;
+  Device device = Device::Cpu;
   int ndim = 0;
   std::array<int64_t, 4> shape{};
 
@@ -70,6 +77,7 @@ struct Tensor {
   // Same memory, new shape (element count must match).
   Tensor view(std::initializer_list<int64_t> dims) const {
     Tensor t(data, dtype, dims);
+    t.device = device;
     ZAYA_ASSERT(t.numel() == numel(), "view {} -> {} elements", numel(), t.numel());
     return t;
   }
@@ -77,6 +85,7 @@ struct Tensor {
   // buffer sized for the largest layer serve every layer.
   Tensor prefix(std::initializer_list<int64_t> dims) const {
     Tensor t(data, dtype, dims);
+    t.device = device;
     ZAYA_ASSERT(t.numel() <= numel(), "prefix {} of a {}-element buffer", t.numel(), numel());
     return t;
   }

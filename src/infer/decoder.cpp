@@ -1,11 +1,12 @@
 // Decoder forward (see decoder.h). Legend for buffer suffixes: N new tokens of the step (all
 // sequences, flattened item by item), D model width, C conv channels, d head size, Hq/Hk heads,
 // R router width, K router classes, F expert gate ‖ up width, M tokens routed to one expert.
+// Tensor memory is touched only through ops (copies, row gathers/scatters, SwiGLU) and
+// device_copy for host metadata (token ids in, router choices out), so the same code serves any
+// device the ops support.
 #include "infer/decoder.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <utility>
 
 #include "ops/ops.h"
@@ -59,8 +60,9 @@ enum Slot : size_t {
   kSlots
 };
 
-float silu(float z) {
-  return z / (1.0f + std::exp(-z));
+// An I32 row-id tensor over host metadata.
+Tensor row_ids(std::vector<int32_t>& v) {
+  return Tensor(v.data(), {int64_t(v.size())});
 }
 
 }  // namespace
@@ -97,14 +99,16 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
   // Token ids and positions; the RoPE tables hold one row per token at its own position.
   const Tensor ids = scratch(kIds, DType::I32, {N});
   pos_.resize(size_t(N));
+  host_ids_.resize(size_t(N));
   int64_t n = 0;
   for (const DecodeItem& it : items)
     for (size_t t = 0; t < it.tokens.size(); ++t, ++n) {
       ZAYA_ASSERT(it.tokens[t] >= 0 && it.tokens[t] < V, "token id {} outside [0, {})",
                   it.tokens[t], V);
-      ids.ptr<int32_t>()[n] = it.tokens[t];
+      host_ids_[size_t(n)] = it.tokens[t];
       pos_[size_t(n)] = it.cache->length() + int64_t(t);
     }
+  device_copy(ids, row_ids(host_ids_));
   const int64_t half = c.rotary_dim() / 2;
   cos_ = scratch(kCos, DType::F32, {N, half});
   sin_ = scratch(kSin, DType::F32, {N, half});
@@ -145,12 +149,13 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
     ops::linear_forward(logits, x, m_.embed, {});
   } else {  // only each item's last token needs the (large) LM head
     const Tensor xl = scratch(kXLast, DType::F32, {rows, D});
+    host_rows_.clear();
     int64_t end = 0;
-    for (size_t k = 0; k < items.size(); ++k) {
-      end += int64_t(items[k].tokens.size());
-      std::memcpy(xl.ptr<float>() + int64_t(k) * D, x.ptr<float>() + (end - 1) * D,
-                  size_t(D) * sizeof(float));
+    for (const DecodeItem& it : items) {
+      end += int64_t(it.tokens.size());
+      host_rows_.push_back(int32_t(end - 1));
     }
+    ops::gather_rows(xl, x, row_ids(host_rows_));
     ops::linear_forward(logits, xl, m_.embed, {});
   }
   for (const DecodeItem& it : items) it.cache->advance(int64_t(it.tokens.size()));
@@ -169,27 +174,21 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
   const Tensor u = scratch(kU, DType::F32, {N, C}), z = scratch(kZ, DType::F32, {N, C});
   ops::linear_forward(q0, x, a.wq, {});
   ops::linear_forward(k0, x, a.wk, {});
-  for (int64_t n = 0; n < N; ++n) {
-    float* un = u.ptr<float>() + n * C;
-    std::memcpy(un, q0.ptr<float>() + n * Hq * d, size_t(Hq * d) * sizeof(float));
-    std::memcpy(un + Hq * d, k0.ptr<float>() + n * Hk * d, size_t(Hk * d) * sizeof(float));
-  }
+  ops::concat_cols(u, q0, k0);
 
   // Per sequence: the conv continues from its state; the value shift reads x_{t−1} (the cached
   // previous input for the first new token).
   const Tensor p1 = scratch(kP1, DType::F32, {N, half}), p2 = scratch(kP2, DType::F32, {N, half});
   const Tensor xs = scratch(kXs, DType::F32, {N, D});
-  const float* xp = x.ptr<float>();
-  float* xsp = xs.ptr<float>();
   int64_t row = 0;
   for (const DecodeItem& it : items) {
     const int64_t L = int64_t(it.tokens.size());
     LayerCache& lc = it.cache->layer(i);
     ops::cca_conv_step_forward(z.rows(row, row + L), lc.conv_state, u.rows(row, row + L), a.conv0_w,
                                a.conv0_b, a.conv1_w, a.conv1_b);
-    std::memcpy(xsp + row * D, lc.x_prev.data, size_t(D) * sizeof(float));
-    std::memcpy(xsp + (row + 1) * D, xp + row * D, size_t((L - 1) * D) * sizeof(float));
-    std::memcpy(lc.x_prev.data, xp + (row + L - 1) * D, size_t(D) * sizeof(float));
+    ops::copy(xs.rows(row, row + 1), lc.x_prev);
+    ops::copy(xs.rows(row + 1, row + L), x.rows(row, row + L - 1));
+    ops::copy(lc.x_prev, x.rows(row + L - 1, row + L));
     row += L;
   }
   ops::linear_forward(p1, x, a.wv1, {});
@@ -208,19 +207,14 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
 
   // Append K and V = [W_v1 x_t ; W_v2 x_{t−1}] to each cache, then attend over it.
   const Tensor att = scratch(kAtt, DType::F32, {N, Hq, d});
-  const Tensor q_rows = qr.view({N, Hq, d});
+  const Tensor q_rows = qr.view({N, Hq, d}), k_rows = kr.view({N, Hk * d});
   row = 0;
   for (const DecodeItem& it : items) {
     const int64_t L = int64_t(it.tokens.size()), start = it.cache->length();
     LayerCache& lc = it.cache->layer(i);
-    for (int64_t t = 0; t < L; ++t) {
-      const int64_t n = row + t;
-      float* kc = lc.k.ptr<float>() + (start + t) * Hk * d;
-      float* vc = lc.v.ptr<float>() + (start + t) * Hk * d;
-      std::memcpy(kc, kr.ptr<float>() + n * Hk * d, size_t(Hk * d) * sizeof(float));
-      std::memcpy(vc, p1.ptr<float>() + n * half, size_t(half) * sizeof(float));
-      std::memcpy(vc + half, p2.ptr<float>() + n * half, size_t(half) * sizeof(float));
-    }
+    ops::copy(lc.k.rows(start, start + L), k_rows.rows(row, row + L));
+    ops::concat_cols(lc.v.rows(start, start + L).view({L, Hk * d}), p1.rows(row, row + L),
+                     p2.rows(row, row + L));
     ops::attention_cached_forward(att.rows(row, row + L), q_rows.rows(row, row + L),
                                   lc.k.rows(0, start + L), lc.v.rows(0, start + L));
     row += L;
@@ -257,39 +251,32 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   ops::linear_forward(lg, a2, e.m3_w, {});
   ops::router_select_forward(probs, choice, weight, lg, e.biases);
 
-  // Dispatch (spec §5.5–5.6): each chosen expert runs once on its gathered tokens.
-  const int32_t* ch = choice.ptr<int32_t>();
-  const float* w = weight.ptr<float>();
-  const float* xp = x.ptr<float>();
-  float* op = out.ptr<float>();
-  std::vector<std::vector<int64_t>>& tokens = expert_tokens_;  // reused: no allocation per step
+  // Dispatch (spec §5.5–5.6): each chosen expert runs once on its gathered tokens. The grouping
+  // is host metadata: the choices are copied back once.
+  host_choice_.resize(size_t(N));
+  device_copy(row_ids(host_choice_), choice);
+  std::vector<std::vector<int32_t>>& tokens = expert_tokens_;  // reused: no allocation per step
   tokens.resize(size_t(E + 1));
   for (auto& t : tokens) t.clear();
-  for (int64_t n = 0; n < N; ++n) tokens[size_t(ch[n])].push_back(n);
-  for (int64_t n : tokens[size_t(E)]) {  // skip class (MoD only): the normed input times its p (C5)
-    for (int64_t j = 0; j < D; ++j) op[n * D + j] = w[n] * xp[n * D + j];
+  for (int64_t n = 0; n < N; ++n) tokens[size_t(host_choice_[size_t(n)])].push_back(int32_t(n));
+  if (!tokens[size_t(E)].empty()) {  // skip class (MoD only): the normed input times its p (C5)
+    const Tensor skip = row_ids(tokens[size_t(E)]);
+    const Tensor x_SD = scratch(kXe, DType::F32, {skip.numel(), D});
+    ops::gather_rows(x_SD, x, skip);
+    ops::scatter_rows(out, skip, x_SD, weight);
   }
   for (int64_t ex = 0; ex < E; ++ex) {
-    const std::vector<int64_t>& tok_M = tokens[size_t(ex)];
-    const int64_t M = int64_t(tok_M.size());
+    const Tensor tok_M = row_ids(tokens[size_t(ex)]);
+    const int64_t M = tok_M.numel();
     if (M == 0) continue;
     weight_bytes_read_ += int64_t(e.fc1[size_t(ex)].nbytes() + e.fc2[size_t(ex)].nbytes());
     const Tensor x_MD = scratch(kXe, DType::F32, {M, D}), gu_MF = scratch(kGu, DType::F32, {M, F});
     const Tensor act_MH = scratch(kAct, DType::F32, {M, H}), f_MD = scratch(kF, DType::F32, {M, D});
-    for (int64_t m = 0; m < M; ++m)
-      std::memcpy(x_MD.ptr<float>() + m * D, xp + tok_M[size_t(m)] * D, size_t(D) * sizeof(float));
+    ops::gather_rows(x_MD, x, tok_M);
     ops::linear_forward(gu_MF, x_MD, e.fc1[size_t(ex)], {});
-    for (int64_t m = 0; m < M; ++m) {
-      const float* g = gu_MF.ptr<float>() + m * F;  // gate, then up
-      float* act = act_MH.ptr<float>() + m * H;
-      for (int64_t j = 0; j < H; ++j) act[j] = silu(g[j]) * g[H + j];
-    }
+    ops::silu_mul(act_MH, gu_MF);  // gate, then up
     ops::linear_forward(f_MD, act_MH, e.fc2[size_t(ex)], {});
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t n = tok_M[size_t(m)];
-      const float* f = f_MD.ptr<float>() + m * D;
-      for (int64_t j = 0; j < D; ++j) op[n * D + j] = w[n] * f[j];
-    }
+    ops::scatter_rows(out, tok_M, f_MD, weight);
   }
 }
 

@@ -36,10 +36,13 @@ class Decoder {
   Tensor scratch(size_t slot, DType t, std::initializer_list<int64_t> dims);
 
   const InferModel& m_;
-  std::vector<std::vector<float>> scratch_;          // reused between calls
-  std::vector<int64_t> pos_;                         // position of every token of the current call
-  Tensor cos_, sin_;                                 // RoPE tables, one row per token of the call
-  std::vector<std::vector<int64_t>> expert_tokens_;  // per class: the tokens routed to it
+  std::vector<std::vector<float>> scratch_;  // reused between calls
+  std::vector<int64_t> pos_;                 // position of every token of the current call
+  Tensor cos_, sin_;                         // RoPE tables, one row per token of the call
+  // Host-side metadata of a call (token ids, row indices, the router's choices copied back),
+  // reused between calls; the ops read them as I32 row-id tensors.
+  std::vector<int32_t> host_ids_, host_rows_, host_choice_;
+  std::vector<std::vector<int32_t>> expert_tokens_;  // per class: the tokens routed to it
   int64_t weight_bytes_read_ = 0;
 };
 

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/param_layout.h"
 #include "model/param_names.h"
+#include "ops/ops.h"
 
 namespace zaya {
 
@@ -84,14 +85,10 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
 Tensor InferModel::owned_bf16_copy(const Tensor& f32) {
   auto buf = std::make_shared<Buffer>(f32.numel() * sizeof(uint16_t));
   owned_.push_back(buf);
-  auto* out = static_cast<uint16_t*>(buf->data());
-  const float* in = f32.ptr<float>();
-  const int64_t n = f32.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t k = 0; k < n; ++k) out[k] = f32_to_bf16(in[k]);
   Tensor t = f32;
-  t.data = out;
+  t.data = buf->data();
   t.dtype = DType::BF16;
+  ops::convert(t, f32);
   return t;
 }
 
@@ -126,23 +123,15 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
     const DType t = keeps_dtype(s.kind) ? matrix_dtype : DType::F32;
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * dtype_size(t));
     m.owned_.push_back(buf);
-    const CounterRng rng{seed, stream++};
-    const int64_t n = s.numel();
-    float* f = t == DType::F32 ? static_cast<float*>(buf->data()) : nullptr;
-    uint16_t* h = t == DType::BF16 ? static_cast<uint16_t*>(buf->data()) : nullptr;
+    const Tensor v = shaped(buf->data(), t, s.shape);
+    const uint64_t this_stream = stream++;
     if (s.init == ParamInit::Normal) {
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-      for (int64_t k = 0; k < n; ++k) {
-        const float v = float(half_width * (2.0 * rng.uniform(uint64_t(k)) - 1.0));
-        if (f)
-          f[k] = v;
-        else
-          h[k] = f32_to_bf16(v);
-      }
+      ops::fill_uniform(v, seed, this_stream, half_width);
     } else {  // vectors: ones, zeros (Buffer starts zeroed), balancing biases (skip class −1)
-      ZAYA_ASSERT(f, "non-random init of a matrix {}", s.name);
-      if (s.init == ParamInit::One) std::fill(f, f + n, 1.0f);
-      if (s.init == ParamInit::BalancingBias && c.zaya_use_mod) f[n - 1] = -1.0f;
+      ZAYA_ASSERT(t == DType::F32, "non-random init of a matrix {}", s.name);
+      if (s.init == ParamInit::One) ops::fill(v, 1.0);
+      if (s.init == ParamInit::BalancingBias && c.zaya_use_mod)
+        ops::fill(v.view({s.numel()}).rows(s.numel() - 1, s.numel()), -1.0);
     }
     return shaped(buf->data(), t, s.shape);
   };

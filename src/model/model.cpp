@@ -3,9 +3,9 @@
 #include <filesystem>
 
 #include "core/log.h"
-#include "core/rng.h"
 #include "io/safetensors.h"
 #include "model/param_names.h"
+#include "ops/ops.h"
 
 namespace zaya {
 
@@ -32,23 +32,21 @@ void Model::zero_grads() {
 void Model::init_random(uint64_t seed, double std) {
   for (size_t k = 0; k < layout_.specs.size(); ++k) {
     const ParamSpec& s = layout_.specs[k];
-    float* p = params() + s.offset;
     const int64_t n = s.numel();
-    CounterRng rng{seed, k};  // one stream per tensor: independent of layout changes elsewhere
+    const Tensor p = Tensor(params() + s.offset, {n});
     switch (s.init) {
-      case ParamInit::Normal:  // element i depends only on (seed, k, i): any thread count
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-        for (int64_t i = 0; i < n; ++i) p[i] = float(std * rng.normal(uint64_t(i)));
+      case ParamInit::Normal:  // one counter stream per tensor (k): independent of layout changes
+        ops::fill_normal(p, seed, k, std);  // elsewhere; element i depends only on (seed, k, i)
         break;
       case ParamInit::Zero:
-        for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
+        ops::fill(p, 0.0);
         break;
       case ParamInit::One:
-        for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
+        ops::fill(p, 1.0);
         break;
       case ParamInit::BalancingBias:  // real experts 0, the skip class −1 (C3)
-        for (int64_t i = 0; i < n; ++i) p[i] = 0.0f;
-        if (config_.zaya_use_mod) p[n - 1] = -1.0f;
+        ops::fill(p, 0.0);
+        if (config_.zaya_use_mod) ops::fill(p.rows(n - 1, n), -1.0);
         break;
     }
   }

@@ -1,7 +1,5 @@
 #include "model/moe.h"
 
-#include <cstring>
-
 #include "ops/ops.h"
 
 namespace zaya {
@@ -33,7 +31,7 @@ bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeigh
   const Tensor da1 = g.da1.prefix({N, R}), da1p = g.da1p.prefix({N, R});
   const Tensor drn = g.drn.prefix({N, R}), dr = g.dr.prefix({N, R});
 
-  std::memset(dx.data, 0, dx.nbytes());  // moe_backward and the trunk both accumulate into dx
+  ops::fill_zero(dx);  // moe_backward and the trunk both accumulate into dx
   ops::moe_backward(dx, dw.fc1, dw.fc2, dweight, dout, x, a.choice, a.weight, w.fc1, w.fc2, a.f,
                     a.gu, a.act);
   ops::router_select_backward(dlogits, dweight, a.probs, a.choice);
@@ -43,11 +41,11 @@ bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeigh
   ops::gelu_backward(da1p, da1, a.a1p);
   ops::linear_backward(drn, dw.m1_w, dw.m1_b, da1p, a.rn, w.m1_w);
   // Total router-state gradient = own use (through the RMSNorm) + the next layer's EDA read.
-  if (carry_in.defined()) std::memcpy(dr.data, carry_in.data, dr.nbytes());
+  if (carry_in.defined()) ops::copy(dr, carry_in);
   ops::rmsnorm_backward(dr, dw.norm_w, drn, a.r, w.norm_w, a.rrstd, carry_in.defined());
   bool carried = false;
   if (w.eda_scale.defined()) {
-    std::memset(carry_out.data, 0, carry_out.nbytes());
+    ops::fill_zero(carry_out);
     ops::eda_backward(carry_out, dw.eda_scale, dr, rprev, w.eda_scale);
     carried = true;
   }

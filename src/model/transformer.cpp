@@ -1,6 +1,5 @@
 #include "model/transformer.h"
 
-#include <cstring>
 #include <utility>
 
 #include "model/attention.h"
@@ -27,24 +26,37 @@ Tensor router_state_before(const Activations& a, const std::vector<int64_t>& pre
   return prev[size_t(i)] < 0 ? Tensor{} : a.layers[size_t(prev[size_t(i)])].moe.r;
 }
 
+// The host's token ids (or targets), N of them, as a tensor to copy from.
+Tensor host_i32(const int32_t* p, int64_t N) {
+  return Tensor(const_cast<int32_t*>(p), {N});
+}
+
+// The forward pass once a.ids and a.targets hold the micro-batch.
+double forward_loaded(const Model& m, Activations& a);
+
 }  // namespace
 
 double model_forward(const Model& m, Activations& a, const int32_t* ids) {
-  const int64_t B = a.B, T = a.T;
-  int32_t* tgt = a.targets.ptr<int32_t>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) tgt[b * T + t] = t + 1 < T ? ids[b * T + t + 1] : -1;
-  return model_forward(m, a, ids, tgt);
+  const int64_t N = a.B * a.T;
+  device_copy(a.ids.view({N}), host_i32(ids, N));
+  ops::shift_targets(a.targets, a.ids.view({N}), a.B, a.T);
+  return forward_loaded(m, a);
 }
 
 double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets) {
+  const int64_t N = a.B * a.T;
+  device_copy(a.ids.view({N}), host_i32(ids, N));
+  device_copy(a.targets, host_i32(targets, N));  // a no-op when targets already are a.targets
+  return forward_loaded(m, a);
+}
+
+namespace {
+
+double forward_loaded(const Model& m, Activations& a) {
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
-  const int64_t B = a.B, T = a.T, N = B * T;
+  const int64_t N = a.B * a.T;
   const float eps = float(c.norm_epsilon);
-  std::memcpy(a.ids.data, ids, size_t(N) * sizeof(int32_t));
-  if (targets != a.targets.ptr<int32_t>())
-    std::memcpy(a.targets.data, targets, size_t(N) * sizeof(int32_t));
   ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
   const Tensor ids_flat = a.ids.view({N});
   ops::embedding_forward(a.emb, ids_flat, w.embed);
@@ -67,13 +79,11 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids, const i
                              w.final_res.bo, w.final_res.ar, w.final_res.br, w.final_norm, eps);
   ops::linear_forward(a.logits, a.x_final, w.embed, {});
   ops::xent_forward(a.loss_rows, a.lse, a.logits, a.targets);
-  double sum = 0;
-  int64_t scored = 0;
-  const float* lr = a.loss_rows.ptr<float>();
-  const int32_t* tgt = a.targets.ptr<int32_t>();
-  for (int64_t n = 0; n < N; ++n) sum += lr[n], scored += tgt[n] >= 0;
-  return scored ? sum / double(scored) : 0.0;
+  const int64_t scored = ops::count_scored(a.targets);
+  return scored ? ops::sum(a.loss_rows) / double(scored) : 0.0;
 }
+
+}  // namespace
 
 void model_backward(Model& m, Activations& a, double grad_scale) {
   const ZayaConfig& c = m.config();
@@ -87,8 +97,8 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
   ops::linear_backward(g.dx, dw.embed, {}, a.logits, a.x_final, w.embed);
 
   Tensor dh_cur = g.dh_a, dh_prev = g.dh_b;  // gradients of h_i and h_{i−1}
-  std::memset(dh_cur.data, 0, dh_cur.nbytes());
-  std::memset(dh_prev.data, 0, dh_prev.nbytes());
+  ops::fill_zero(dh_cur);
+  ops::fill_zero(dh_prev);
   const LayerActs& last = a.layers.back();
   ops::merge_rmsnorm_backward(g.dout, dh_prev, dw.final_res.ao, dw.final_res.bo, dw.final_res.ar,
                               dw.final_res.br, dw.final_norm, dh_cur, g.dx, a.h_final, last.o,
@@ -117,7 +127,7 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
     const bool first = i == 0;
     const Tensor o_prev = first ? a.emb : a.layers[size_t(i - 1)].o;
     const Tensor h_prev = first ? Tensor{} : a.layers[size_t(i - 1)].h;
-    if (!first) std::memset(dh_prev.data, 0, dh_prev.nbytes());
+    if (!first) ops::fill_zero(dh_prev);
     ops::merge_rmsnorm_backward(g.dout, first ? Tensor{} : dh_prev, ldw.res.ao, ldw.res.bo,
                                 ldw.res.ar, ldw.res.br, ldw.input_norm, dh_cur, g.dx, l.h, o_prev,
                                 h_prev, lw.res.ao, lw.res.bo, lw.res.ar, lw.res.br, lw.input_norm,

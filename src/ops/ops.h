@@ -8,6 +8,10 @@
 //   unless the op says "+=" (the residual stream and inputs with several consumers).
 // - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
 // - Shapes are validated with ZAYA_ASSERT (a mismatch is a bug in the caller, not user input).
+// - Every tensor carries its device (core/device.h); all defined tensors of one call must share
+//   it. ops/ops.cpp checks that once per call and dispatches on it to the backend, ops::cpu::x
+//   (ops/cpu/) or ops::gpu::x (ops/gpu/; a build without a GPU answers with a clear error).
+//   Code above ops/ never touches tensor memory itself: what it needs is an op here.
 // - CPU kernels (ops/cpu/) are templates over float/double that ZAYA_DISPATCH_FLOAT calls: an
 //   `#pragma omp` cannot sit inside a ZAYA_DISPATCH_FLOAT argument. Small calls run
 //   single-threaded, and parameter-gradient sums run in a fixed order, so their bits do not depend
@@ -17,6 +21,7 @@
 // E real experts, F expert first-projection width (gate ‖ up, hidden F/2).
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 
@@ -198,5 +203,94 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
 // rank-k updates (?syrk, half the work); otherwise plain ?gemm. Same result up to rounding;
 // deterministic.
 void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric);
+
+// ---------------------------------------------------------------- memory: fill, copy, rows
+// The ops that let model/, train/ and infer/ leave tensor memory alone (architecture.md §6). A
+// tensor's rows are its first dimension, W = numel / shape[0] elements each.
+// Every element of t = value, converted once to t's dtype (F32, F64 or I32).
+void fill(const Tensor& t, double value);
+// Every byte of t = 0 (any dtype).
+void fill_zero(const Tensor& t);
+// t[i] = float(std · CounterRng{seed, stream}.normal(i)) (core/rng.h): element i depends only on
+// (seed, stream, i), so any thread count gives the same bits. t F32.
+void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream, double std);
+// t[i] = a·(2·CounterRng{seed, stream}.uniform(i) − 1), uniform on [−a, a], computed in f32 and
+// stored in t's dtype (F32, or BF16 rounded to nearest even). Same bits on any thread count.
+void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream, double a);
+// dst = src converted element for element (same element count): F32 → BF16 rounds to nearest
+// even, BF16 → F32 widens exactly; equal dtypes copy.
+void convert(const Tensor& dst, const Tensor& src);
+// dst = src element for element: same dtype and element count (shapes may differ); dst and src
+// must not overlap (unless they are the same tensor: a no-op).
+void copy(const Tensor& dst, const Tensor& src);
+// One range of copy_segments, in elements of the two flat buffers.
+struct CopySegment {
+  int64_t src = 0, dst = 0, length = 0;
+};
+// dst[s.dst … s.dst + s.length) = src[s.src … s.src + s.length) for every segment (segments in
+// parallel; they must not overlap in dst). dst and src: same dtype, any shape (flat offsets). What
+// the optimizer's bucket pack (gradients → bucket) and unpack (bucket → parameters) are.
+void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySegment> segments);
+// dst[m] = src[row_ids[m]]: dst[M,W], src[R,W], row_ids I32 [M] in [0, R).
+void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids);
+// dst[row_ids[m]] = weight[row_ids[m]] · src[m] (F32 products, as `w * x`), or = src[m] when
+// weight is undefined. dst[R,W], src[M,W], row_ids I32 [M] in [0, R), distinct; weight[R].
+void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
+                  const Tensor& weight);
+// dst[N, A+B] = [a[N,A] ‖ b[N,B]] row by row (same dtype).
+void concat_cols(const Tensor& dst, const Tensor& a, const Tensor& b);
+// Next-token targets of ids[B,T] (I32, flat [B·T]): targets[b,t] = ids[b,t+1] for t < T−1 and −1
+// (ignored) at each row's last position. targets I32 [B·T], not aliasing ids.
+void shift_targets(const Tensor& targets, const Tensor& ids, int64_t B, int64_t T);
+
+// ---------------------------------------------------------------- reductions, counting, scaling
+// Σ t (F32 or F64) in double: fixed blocks of 2^16 elements, each summed in order, then the
+// partial sums in order, so the bits do not depend on the thread count (≤ 2^16 elements: exactly
+// the sequential sum).
+double sum(const Tensor& t);
+// Σ double(t)² with the same blocks (the global gradient norm's sum).
+double sum_squares(const Tensor& t);
+// Number of entries ≥ 0 of target (I32): the rows xent_forward scores.
+int64_t count_scored(const Tensor& target);
+// counts[k] += #{n : choice[n] = k}: choice I32 [N] with values in [0, K), counts I64 or F64 [K].
+void count_classes(const Tensor& counts, const Tensor& choice, int64_t K);
+// t *= s in place: F32 multiplies by float(s) (rounded once), F64 by s.
+void scale(const Tensor& t, double s);
+
+// ---------------------------------------------------------------- decoding activations
+// SwiGLU's middle for gathered expert rows: act[M,H] = silu(g) ⊙ u with [g ; u] = gu[M,2H] and
+// silu(z) = z / (1 + e^−z) in f32 (the decoder's form). F32.
+void silu_mul(const Tensor& act, const Tensor& gu);
+
+// ---------------------------------------------------------------- optimizer updates
+// AdamW (torch.optim.AdamW semantics, decoupled weight decay), t = step ≥ 1:
+//   m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²;  w ← w·(1 − lr·wd) − (lr/(1−β1ᵗ))·m/(√v/√(1−β2ᵗ) +
+//   ε)
+// w, g, m, v F32 with one element count; the arithmetic per element is double, m and v are stored
+// rounded to f32 and the update uses the unrounded values.
+struct AdamWParams {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;  // t ≥ 1, for the bias corrections
+};
+void adamw_update(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
+                  const AdamWParams& p);
+// Muon's momentum step in f32, μ = float(momentum): buf = μ·buf + g, then scratch = g + μ·buf
+// (nesterov) or buf. buf, scratch, g F32 with one element count; scratch is then orthogonalised
+// (newton_schulz) and applied with muon_apply.
+void muon_momentum(const Tensor& buf, const Tensor& scratch, const Tensor& g, double momentum,
+                   bool nesterov);
+// Muon's weight step: w = float(double(w)·decay − lr·scale·double(u)) (decay = 1 − lr·wd, scale
+// the RMS matching factor). w, u F32 with one element count.
+void muon_apply(const Tensor& w, const Tensor& u, double lr, double decay, double scale);
+// The balancing-bias AdamW (spec §10) of one MoE layer: from class counts[K] (F64, exact
+// integers; N_tok = Σ counts, the skip class included) the error e_i = counts[i]/N_tok − 1/n of
+// the n = bias.numel() real experts is the gradient of an AdamW step on bias[n] with moments
+// m[n], v[n] (F32; arithmetic in double, stored rounded). No-op when N_tok = 0. t = p.step ≥ 1.
+struct BalanceParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;
+};
+void balance_update(const Tensor& bias, const Tensor& m, const Tensor& v, const Tensor& counts,
+                    const BalanceParams& p);
 
 }  // namespace zaya::ops

@@ -1,30 +1,20 @@
-// Muon update (muon.h).
+// Muon update (muon.h): momentum, Newton–Schulz and the weight step, each an op.
 #include "train/muon.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/tensor.h"
 #include "ops/ops.h"
 
 namespace zaya {
 
-void muon_update(float* w, const float* g, float* buf, float* scratch, int64_t rows, int64_t cols,
-                 const MuonParams& p) {
-  const int64_t n = rows * cols;
-  const float mu = float(p.momentum);
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i) {
-    buf[i] = mu * buf[i] + g[i];
-    scratch[i] = p.nesterov ? g[i] + mu * buf[i] : buf[i];
-  }
-  Tensor u(scratch, {rows, cols});
+void muon_update(const Tensor& w, const Tensor& g, const Tensor& buf, const Tensor& scratch,
+                 int64_t rows, int64_t cols, const MuonParams& p) {
+  ops::muon_momentum(buf, scratch, g, p.momentum, p.nesterov);
+  const Tensor u = scratch.view({rows, cols});
   ops::newton_schulz(u, u, p.ns_steps, p.symmetric);  // in place: O overwrites u
   const double scale = p.rms_scale * std::sqrt(double(std::max(rows, cols)));
-  const double decay = 1.0 - p.lr * p.weight_decay;
-#pragma omp parallel for schedule(static) if (n > (1 << 15))
-  for (int64_t i = 0; i < n; ++i)
-    w[i] = float(double(w[i]) * decay - p.lr * scale * double(scratch[i]));
+  ops::muon_apply(w, scratch, p.lr, 1.0 - p.lr * p.weight_decay, scale);
 }
 
 }  // namespace zaya

@@ -7,9 +7,8 @@
 #include <string_view>
 
 #include "dist/group.h"
-#include "train/adamw.h"
+#include "ops/ops.h"
 #include "train/balance.h"
-#include "train/grad_clip.h"
 #include "train/muon.h"
 
 namespace zaya {
@@ -66,6 +65,13 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
   scratch_.resize(largest);
   bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float));  // padding stays zero
   shard_ = Buffer(size_t(plan_.chunk) * sizeof(float));
+  // The bucket's copy lists: every rank's segments in (pack), the others' out (unpack).
+  for (const ZeroSegment& z : plan_.segments) {
+    const ops::CopySegment in{int64_t(layout_.specs[z.spec].offset) + z.begin,
+                              z.rank * plan_.chunk + z.shard_offset, z.length};
+    pack_.push_back(in);
+    if (z.rank != group_.rank()) unpack_.push_back({in.dst, in.src, in.length});
+  }
 }
 
 Optimizer::~Optimizer() = default;
@@ -92,17 +98,10 @@ double Optimizer::reduce_gradients(const Model& m) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   ZAYA_ASSERT(m.has_grads(), "optimizer: the model has no gradients");
   // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
-  const int64_t n_seg = int64_t(plan_.segments.size());
-  float* b = bucket();
-  const float* g = m.grads();
-#pragma omp parallel for schedule(dynamic, 4) if (n_seg > 1)
-  for (int64_t i = 0; i < n_seg; ++i) {
-    const ZeroSegment& z = plan_.segments[size_t(i)];
-    std::memcpy(b + z.rank * plan_.chunk + z.shard_offset,
-                g + layout_.specs[z.spec].offset + z.begin, size_t(z.length) * sizeof(float));
-  }
-  group_.reduce_scatter(Tensor(b, {plan_.bucket_elements()}), Tensor(shard(), {plan_.chunk}));
-  double sum = sum_squares(shard(), plan_.elements[size_t(group_.rank())]);
+  const Tensor all_grads(m.grads(), {int64_t(layout_.total)});
+  ops::copy_segments(bucket_all(), all_grads, pack_);
+  group_.reduce_scatter(bucket_all(), Tensor(shard(), {plan_.chunk}));
+  double sum = ops::sum_squares(Tensor(shard(), {plan_.elements[size_t(group_.rank())]}));
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
   return std::sqrt(sum);
 }
@@ -111,14 +110,10 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   ZAYA_ASSERT(std::isfinite(grad_norm), "optimizer: update() with a non-finite norm {}", grad_norm);
   const int64_t owned = plan_.elements[size_t(group_.rank())];
-  if (cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip) {
-    const float f = float(cfg_.grad_clip / grad_norm);
-    float* g = shard();
-#pragma omp parallel for schedule(static) if (owned > (1 << 16))
-    for (int64_t i = 0; i < owned; ++i) g[i] *= f;
-  }
+  if (cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip)
+    ops::scale(Tensor(shard(), {owned}), cfg_.grad_clip / grad_norm);
   ++steps_;
-  AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
+  ops::AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
   MuonParams mp{lr,
                 cfg_.muon_momentum,
                 cfg_.weight_decay,
@@ -130,27 +125,20 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
   for (const Piece& p : pieces_) {
     if (p.rule == Rule::Balance) continue;
     const ParamSpec& s = layout_.specs[p.spec];
-    float* w = m.params() + s.offset + p.begin;
-    const float* g = shard() + p.shard;
+    const Tensor w(m.params() + s.offset + p.begin, {p.n});
+    const Tensor g(shard() + p.shard, {p.n});
     if (p.rule == Rule::Muon) {
-      muon_update(w, g, state() + p.s0, scratch_.data(), s.shape[0], s.shape[1], mp);
+      muon_update(w, g, Tensor(state() + p.s0, {p.n}), Tensor(scratch_.data(), {p.n}), s.shape[0],
+                  s.shape[1], mp);
     } else {
       ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-      adamw_update(w, g, state() + p.s0, state() + p.s1, p.n, ap);
+      ops::adamw_update(w, g, Tensor(state() + p.s0, {p.n}), Tensor(state() + p.s1, {p.n}), ap);
     }
-    std::memcpy(send + p.shard, w, size_t(p.n) * sizeof(float));
+    ops::copy(Tensor(send + p.shard, {p.n}), w);
   }
-  group_.all_gather(Tensor(send, {plan_.chunk}), Tensor(bucket(), {plan_.bucket_elements()}));
-  const int64_t n_seg = int64_t(plan_.segments.size());
-  const float* b = bucket();
-  float* w = m.params();
-#pragma omp parallel for schedule(dynamic, 4) if (n_seg > 1)
-  for (int64_t i = 0; i < n_seg; ++i) {
-    const ZeroSegment& z = plan_.segments[size_t(i)];
-    if (z.rank == group_.rank()) continue;  // updated in place above
-    std::memcpy(w + layout_.specs[z.spec].offset + z.begin,
-                b + z.rank * plan_.chunk + z.shard_offset, size_t(z.length) * sizeof(float));
-  }
+  group_.all_gather(Tensor(send, {plan_.chunk}), bucket_all());
+  // The other ranks' parameters (this rank's were updated in place above).
+  ops::copy_segments(Tensor(m.params(), {int64_t(layout_.total)}), bucket_all(), unpack_);
 }
 
 double Optimizer::step(Model& m, double lr) {
@@ -162,7 +150,7 @@ double Optimizer::step(Model& m, double lr) {
 void Optimizer::update_balancing_biases(Model& m, const RoutingCounts& counts) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   const int64_t t = balance_steps() + 1;
-  const BalanceParams bp{
+  const ops::BalanceParams bp{
       cfg_.balance_lr, cfg_.balance_beta1, cfg_.balance_beta2, cfg_.balance_eps, 0.0, t};
   bool any = false;
   for (const Piece& p : pieces_) {
@@ -171,7 +159,9 @@ void Optimizer::update_balancing_biases(Model& m, const RoutingCounts& counts) {
     const std::span<const double> k = counts.layer(s.layer);
     ZAYA_ASSERT(int64_t(k.size()) == s.numel(), "{}: {} counts for {} classes", s.name, k.size(),
                 s.numel());
-    balance_update(m.params() + s.offset, state() + p.s0, state() + p.s1, k, p.n, bp);
+    ops::balance_update(Tensor(m.params() + s.offset, {p.n}), Tensor(state() + p.s0, {p.n}),
+                        Tensor(state() + p.s1, {p.n}),
+                        Tensor(const_cast<double*>(k.data()), {int64_t(k.size())}), bp);
     any = true;
   }
   if (any) set_balance_steps(t);

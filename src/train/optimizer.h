@@ -35,6 +35,7 @@
 #include "io/zaya_config.h"
 #include "model/activations.h"
 #include "model/model.h"
+#include "ops/ops.h"
 #include "train/balance.h"
 #include "train/checkpoint.h"
 #include "train/optim_config.h"
@@ -108,15 +109,18 @@ class Optimizer {
   dist::Group& group_;
   ParamLayout layout_;  // copy: names, shapes and offsets of the model's arenas
   ZeroPlan plan_;
-  std::vector<Piece> pieces_;   // owned pieces in shard order, then the Balance buffers
-  Buffer state_;                // F32 optimizer state of this rank, one allocation
-  Buffer bucket_;               // F32 [world·chunk]: gradients out, parameters back
-  Buffer shard_;                // F32 [chunk]: this rank's summed gradients
-  std::vector<float> scratch_;  // Muon's u / O, sized for the largest owned matrix
+  std::vector<Piece> pieces_;             // owned pieces in shard order, then the Balance buffers
+  Buffer state_;                          // F32 optimizer state of this rank, one allocation
+  Buffer bucket_;                         // F32 [world·chunk]: gradients out, parameters back
+  Buffer shard_;                          // F32 [chunk]: this rank's summed gradients
+  std::vector<float> scratch_;            // Muon's u / O, sized for the largest owned matrix
+  std::vector<ops::CopySegment> pack_;    // gradients → bucket: every segment
+  std::vector<ops::CopySegment> unpack_;  // bucket → parameters: the other ranks' segments
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
+  Tensor bucket_all() const { return Tensor(bucket(), {plan_.bucket_elements()}); }
   float* shard() const { return static_cast<float*>(shard_.data()); }
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);

@@ -9,7 +9,7 @@
 
 #include "ops/cpu/stealing.h"
 
-using zaya::ops::for_chunks_stealing;
+using zaya::ops::cpu::for_chunks_stealing;
 
 namespace {
 

@@ -8,9 +8,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "test_util.h"
-#include "train/adamw.h"
 #include "train/balance.h"
-#include "train/grad_clip.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
@@ -57,7 +55,9 @@ TEST(AdamW, ThreeStepsMatchTheScalarReference) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
   for (int64_t t = 1; t <= 3; ++t) {
     const std::vector<float> g = randn<float>(n, 10 + uint64_t(t));
-    adamw_update(w.data(), g.data(), m.data(), v.data(), n, AdamWParams{lr, b1, b2, eps, wd, t});
+    std::vector<float> gm = g;
+    ops::adamw_update(Tensor(w.data(), {n}), Tensor(gm.data(), {n}), Tensor(m.data(), {n}),
+                      Tensor(v.data(), {n}), ops::AdamWParams{lr, b1, b2, eps, wd, t});
     for (int64_t i = 0; i < n; ++i) {  // torch.optim.AdamW
       wr[i] *= 1 - lr * wd;
       mr[i] = b1 * mr[i] + (1 - b1) * g[i];

@@ -1,13 +1,14 @@
 // Exact (erf) GELU on the CPU, elementwise on any shape (spec §5.3): y = x·Φ(x),
 // dx = dy·(Φ(x) + x·φ(x)). Φ(x) = ½(1 + erf(x/√2)) is evaluated as ½·erfc(−x/√2), the same
-// function without the cancellation of 1 + erf for negative x.
+// function without the cancellation of 1 + erf for negative x. Also the decoder's SwiGLU middle
+// silu_mul, in f32 as z / (1 + e^−z) · u.
 #include <cmath>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -35,6 +36,16 @@ void backward(T* dx, const T* dy, const T* x, int64_t n) {
   }
 }
 
+// act[m] = silu(g) ⊙ u for [g ; u] = gu[m] (the decoder's f32 SwiGLU).
+void silu_mul_rows(float* act_MH, const float* gu_MF, int64_t M, int64_t H) {
+#pragma omp parallel for schedule(static) if (M * H > kParallelMin)
+  for (int64_t m = 0; m < M; ++m) {
+    const float* g = gu_MF + m * 2 * H;
+    float* a = act_MH + m * H;
+    for (int64_t j = 0; j < H; ++j) a[j] = g[j] / (1.0f + std::exp(-g[j])) * g[H + j];
+  }
+}
+
 }  // namespace
 
 void gelu_forward(const Tensor& y, const Tensor& x) {
@@ -55,4 +66,9 @@ void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x) {
                       backward(dx.ptr<scalar_t>(), dy.ptr<scalar_t>(), x.ptr<scalar_t>(), n));
 }
 
-}  // namespace zaya::ops
+void silu_mul(const Tensor& act, const Tensor& gu) {
+  const int64_t M = act.shape[0], H = M ? act.numel() / M : 0;
+  silu_mul_rows(act.ptr<float>(), gu.ptr<float>(), M, H);
+}
+
+}  // namespace zaya::ops::cpu

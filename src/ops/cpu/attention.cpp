@@ -23,11 +23,11 @@
 #include <limits>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/exp_vec.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -377,4 +377,4 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                                     v.ptr<scalar_t>(), o.ptr<scalar_t>(), lse.ptr<scalar_t>(), s));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

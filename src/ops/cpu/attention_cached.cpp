@@ -20,12 +20,12 @@
 #include <limits>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/exp_vec.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -217,4 +217,4 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
   forward_impl(o.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(), D);
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

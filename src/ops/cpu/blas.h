@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
@@ -23,4 +23,4 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   }
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

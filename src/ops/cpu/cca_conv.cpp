@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -236,4 +236,4 @@ void cca_conv_backward(const Tensor& du, const Tensor& dw0, const Tensor& db0, c
                                        w1.ptr<scalar_t>(), D));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

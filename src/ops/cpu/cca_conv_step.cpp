@@ -16,12 +16,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -134,4 +134,4 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
                b1.ptr<float>(), L, C, w1.size(1));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

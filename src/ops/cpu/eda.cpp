@@ -1,11 +1,11 @@
 // Exponential depth averaging on the CPU (spec §5.2, §8.8): r[N,R] += γ[R] ⊙ rprev[N,R] in place;
 // backward drprev += γ ⊙ dr and dγ += Σ_n dr ⊙ rprev, the latter summed per column block in double
 // (for_column_blocks: thread-count independent bits).
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -62,4 +62,4 @@ void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, 
                          dr.ptr<scalar_t>(), rprev.ptr<scalar_t>(), gamma.ptr<scalar_t>(), N, R));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -109,4 +109,4 @@ void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& 
                                                    ids_N, order, starts, D));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

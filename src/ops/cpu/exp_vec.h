@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstdint>
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 // x = n·ln2 + r (Cody–Waite, |r| ≤ ln2/2), e^r by the Cephes expf polynomial (≤ 1.5 ulp), 2^n
 // through the exponent bits. x < −87 → 0 (this covers −inf, masked scores); clamped at 88.
@@ -24,4 +24,4 @@ inline float exp_vec(float x) {
   return x < -87.0f ? 0.0f : (x == x ? p * two_n : x);  // NaN propagates
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -103,4 +103,4 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
                                        ptr_or_null<scalar_t>(temp), D));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

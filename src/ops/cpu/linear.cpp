@@ -1,11 +1,11 @@
 // linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms. A BF16
 // weight (inference; x, y, b F32) goes to linear_bf16.cpp; it has no backward.
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/linear_bf16.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -79,4 +79,4 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
                dy.ptr<scalar_t>(), x.ptr<scalar_t>(), w.ptr<scalar_t>(), N, O, I, accumulate_dx));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -36,7 +36,7 @@
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/stealing.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -295,4 +295,4 @@ void linear_bf16_forward(float* y_NO, const float* x_NI, const uint16_t* w_OI, c
   }
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 // y[N,O] (+)= x[N,I] · w[O,I]ᵀ (+ b[O]), w bf16, everything else f32; b_O may be null. Bias and
 // accumulate as the f32 linear: y = (accumulate ? y : 0) + b + x·wᵀ. w needs only 2-byte alignment.
@@ -14,4 +14,4 @@ void linear_bf16_forward(float* y_NO, const float* x_NI, const uint16_t* w_OI, c
 // dst[n] = f32(src[n]) (exact).
 void widen_bf16(float* dst, const uint16_t* src, int64_t n);
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

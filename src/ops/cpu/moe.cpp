@@ -20,12 +20,12 @@
 #include <cstring>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -244,4 +244,4 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
   });
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -17,10 +17,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/check.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -113,4 +113,4 @@ void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric
                                                   g.shape[0], g.shape[1], steps, symmetric));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

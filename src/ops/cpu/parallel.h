@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 inline constexpr int64_t kParallelMin = 1 << 15;
 
@@ -26,4 +26,4 @@ void for_column_blocks(int64_t N, int64_t D, Block&& block) {
   for (int64_t b = 0; b < blocks; ++b) block(b * kColBlock, std::min(D, (b + 1) * kColBlock));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

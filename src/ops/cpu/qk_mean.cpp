@@ -5,11 +5,11 @@
 // G = Hq/Hk query heads share kv head g(h) = ⌊h/G⌋:
 //   Q[h] = z_q[h] + ½(q⁰[h] + k⁰[g(h)]),   K[g] = z_k[g] + ½(mean_{h∈g} q⁰[h] + k⁰[g]).
 // Tokens are independent: parallel over them, no reductions.
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -96,4 +96,4 @@ void qk_mean_backward(const Tensor& dz, const Tensor& du, const Tensor& dQ, cons
                                                       dQ.ptr<scalar_t>(), dK.ptr<scalar_t>(), D));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

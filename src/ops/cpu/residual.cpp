@@ -2,12 +2,12 @@
 // merge + RMSNorm, on the CPU. Parameter gradients are summed over rows per column block in double
 // (for_column_blocks: thread-count independent bits). The fused ops call the RMSNorm row kernels of
 // rmsnorm_row.h, as rmsnorm.cpp does, so they give the same bits as the two ops in sequence.
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/rmsnorm_row.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -207,4 +207,4 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
   });
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -1,12 +1,12 @@
 // rmsnorm_forward / rmsnorm_backward on the CPU (spec §3, §8.2). The row formulas live in
 // rmsnorm_row.h, shared with residual.cpp's fused merge_rmsnorm. dw is summed over rows per block
 // of columns in double (for_column_blocks), so its bits do not depend on the thread count.
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
 #include "ops/cpu/rmsnorm_row.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -65,4 +65,4 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, cons
   });
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -7,7 +7,7 @@
 
 #include "ops/cpu/parallel.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 // y[D] = w ⊙ (ρ x), ρ = (mean x² + eps)^-1/2; returns ρ (the saved rstd).
 template <class T>
@@ -49,4 +49,4 @@ inline void rmsnorm_dw_row(double* acc, const T* dy, const T* x, T r, int64_t j0
   for (int64_t j = j0; j < j1; ++j) acc[j - j0] += double(dy[j]) * double(r * x[j]);
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -10,9 +10,9 @@
 // Backward is the same rotation by −angle. x may be F32 or F64; table values are cast to it.
 #include <cmath>
 
-#include "ops/ops.h"
+#include "ops/backend.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
   ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
@@ -90,4 +90,4 @@ void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin) {
   rope_apply("rope_backward", dx, cos, sin, -1.0);
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/backend.h"
 #include "ops/check.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -91,4 +91,4 @@ void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const 
   });
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace detail {
 
@@ -71,4 +71,4 @@ void for_chunks_stealing(int64_t n, int64_t chunk, bool parallel, Body&& body) {
   }
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -6,10 +6,10 @@
 // W, so a head that straddles the two halves is handled by construction. v and p must not overlap.
 #include <cstring>
 
+#include "ops/backend.h"
 #include "ops/check.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -56,4 +56,4 @@ void value_shift_backward(const Tensor& dp, const Tensor& dv) {
   ZAYA_DISPATCH_FLOAT(dv.dtype, shift<scalar_t>(dp.ptr<scalar_t>(), dv.ptr<scalar_t>(), D, +1));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
-#include "ops/ops.h"
 
-namespace zaya::ops {
+namespace zaya::ops::cpu {
 
 namespace {
 
@@ -88,4 +88,4 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
                                                   lse.ptr<scalar_t>(), target_N, scale, N, V));
 }
 
-}  // namespace zaya::ops
+}  // namespace zaya::ops::cpu

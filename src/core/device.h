@@ -1,0 +1,37 @@
+// Where a tensor's memory lives. zaya is eager: every Tensor names its device, every arena is one
+// allocation on one device, and ops/ops.cpp is the only place that branches on it (an exhaustive
+// `switch`, so adding a device is a compile error until every op handles it).
+//
+// The GPU memory entry points below are the backend's (ops/gpu/). A build without a GPU links
+// ops/gpu/no_gpu.cpp, where each of them throws zaya::Error ("this build has no GPU backend: …").
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace zaya {
+
+enum class Device : uint8_t { Cpu, Gpu };
+
+inline std::string_view device_name(Device d) {
+  switch (d) {
+    case Device::Cpu:
+      return "cpu";
+    case Device::Gpu:
+      return "gpu";
+  }
+  return "?";
+}
+
+// GPU memory of the backend in ops/gpu/ (declared here so core's Buffer can own device memory).
+namespace gpu {
+// `bytes` of device memory, zero-filled, 64-byte aligned (never null for bytes > 0).
+void* alloc(size_t bytes);
+// Releases alloc's memory (null is a no-op).
+void free(void* p) noexcept;
+void fill_zero(void* p, size_t bytes);
+// Copies between any two devices; at least one side is Device::Gpu.
+void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+}  // namespace gpu
+
+}  // namespace zaya
