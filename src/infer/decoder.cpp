@@ -201,8 +201,8 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
                kr = scratch(kKr, DType::F32, {1, N, Hk, d});
   const Tensor qn = scratch(kQn, DType::F32, {1, N, Hq}), kn = scratch(kKn, DType::F32, {1, N, Hk});
   ops::qk_mean_forward(Q, K, z.view({1, N, C}), u.view({1, N, C}));
-  ops::l2norm_scale_forward(qr, qn, Q, {});
-  ops::l2norm_scale_forward(kr, kn, K, a.temp);
+  ops::l2norm_scale_forward(qr, qn, Q, {}, c.l2norm_floor());
+  ops::l2norm_scale_forward(kr, kn, K, a.temp, c.l2norm_floor());
   ops::rope_forward(qr, cos_, sin_);
   ops::rope_forward(kr, cos_, sin_);
 
@@ -266,8 +266,10 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   tokens.resize(size_t(E + 1));
   for (auto& t : tokens) t.clear();
   for (int64_t n = 0; n < N; ++n) tokens[size_t(ch[n])].push_back(n);
-  for (int64_t n : tokens[size_t(E)]) {  // skip class (MoD only): the normed input times its p (C5)
-    for (int64_t j = 0; j < D; ++j) op[n * D + j] = w[n] * xp[n * D + j];
+  // Skip class (MoD only): the normed input times its p (C5); 0 under native semantics.
+  for (int64_t n : tokens[size_t(E)]) {
+    const float s = c.skip_outputs_zero() ? 0.0f : w[n];
+    for (int64_t j = 0; j < D; ++j) op[n * D + j] = s * xp[n * D + j];
   }
   for (int64_t ex = 0; ex < E; ++ex) {
     const std::vector<int64_t>& tok_M = tokens[size_t(ex)];

@@ -11,6 +11,7 @@
 
 #include "core/assert.h"
 #include "core/rng.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/param_layout.h"
@@ -44,7 +45,7 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   InferModel m;
   m.config_ = load_config(cfg);
   m.source_ = dir;
-  auto st = std::make_shared<const SafeTensors>(SafeTensors::open_dir(dir));
+  auto st = std::make_shared<const SafeTensors>(open_model_tensors(dir, m.config_));
   m.file_ = st;
   const ParamLayout layout = make_param_layout(m.config_);
   bool any_bf16 = false;

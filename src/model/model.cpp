@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/param_names.h"
 
@@ -90,20 +91,15 @@ Model Model::load_dir(const std::string& dir) {
   const std::string cfg = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg)) fail("{}: no config.json in the model directory", dir);
   Model m(load_config(cfg));
-  SafeTensors st = SafeTensors::open_dir(dir);
+  SafeTensors st = open_model_tensors(dir, m.config());
   m.load_weights(st, dir);
   return m;
 }
 
 void Model::save_dir(const std::string& dir) const {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("cannot create directory '{}': {}", dir, ec.message());
-  save_config(config_, (fs::path(dir) / "config.json").string());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const ParamSpec& s : layout_.specs) tensors.emplace_back(s.name, param(s.name));
-  save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  save_model_dir(dir, config_, tensors);  // in config_'s layout
 }
 
 }  // namespace zaya
