@@ -85,12 +85,14 @@ int run_convert(const ConvertArgs& a) {
   if (c.semantics != to) {
     const std::vector<int64_t> layers = skip_can_win(c, st, layout);
     if (!layers.empty())
-      fmt::print(stderr,
-                 "zaya: warning: the balancing biases let the skip class win in MoE sub-layer(s) "
-                 "{}: there the {} semantics give p·x and the {} ones 0, so the converted model's "
-                 "outputs differ for tokens routed to skip (docs/checkpoint-layouts.md)\n",
-                 fmt::join(layers, ", "), semantics_name(Semantics::Original),
-                 semantics_name(Semantics::Native));
+      fmt::print(
+          stderr,
+          "zaya: warning: the balancing biases let the skip class win for some inputs in MoE "
+          "sub-layer(s) "
+          "{}: there the {} semantics give p·x and the {} ones 0, so the converted model's "
+          "outputs differ for tokens routed to skip (docs/checkpoint-layouts.md)\n",
+          fmt::join(layers, ", "), semantics_name(Semantics::Original),
+          semantics_name(Semantics::Native));
   }
 
   save_model_dir(a.out, target, tensors, a.max_shard_bytes);
