@@ -51,12 +51,14 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   bool any_bf16 = false;
   ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const SafeTensorInfo* info = st->find(s.name);
-    if (!info) fail("{}: missing tensor '{}'; config.json and the weights disagree", dir, s.name);
+    if (!info)
+      fail("{}: missing tensor '{}'; config.json and the weights disagree", dir,
+           stored_name(m.config_, s.name));
     if (info->shape != s.shape) {
       std::string want;
       for (int64_t d : s.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
       fail("{}: tensor '{}' has the wrong shape for config.json (expected [{}])", info->file,
-           s.name, want);
+           stored_name(m.config_, s.name), want);
     }
     const auto addr = reinterpret_cast<uintptr_t>(info->data);
     // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned

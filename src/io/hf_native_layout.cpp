@@ -146,8 +146,9 @@ std::vector<std::pair<std::string, std::string>> native_name_table() {
         std::string(s.kind == Kind::Attention ? "model.layers.{2p}." : "model.layers.{2p+1}.") +
             s.original,
         std::string("model.layers.{p}.") + s.native);
-  rows.emplace_back("model.layers.{2p+2}.res_scale.* (model.res_scale.* after the last pair)",
+  rows.emplace_back("model.layers.{2p+2}.res_scale.*",
                     "model.layers.{p}.post_mlp_residual_scale.*");
+  rows.emplace_back("model.res_scale.*", "model.layers.{P-1}.post_mlp_residual_scale.*");
   rows.emplace_back("model.layers.{2p+1}.zaya_block.experts.local_experts.{e}.linear_fc1.weight",
                     "model.layers.{p}.mlp.experts.gate_up_proj[e]");
   rows.emplace_back("model.layers.{2p+1}.zaya_block.experts.local_experts.{e}.linear_fc2.weight",

@@ -136,6 +136,12 @@ void remove_if_exists(const fs::path& p) {
 
 }  // namespace
 
+std::string stored_name(const ZayaConfig& c, const std::string& name) {
+  if (c.semantics != Semantics::Native) return name;
+  const NativeRef r = native_ref(name, c.num_layers());
+  return r.expert < 0 ? r.name : fmt::format("{}[{}]", r.name, r.expert);
+}
+
 SafeTensors open_model_tensors(const std::string& dir, const ZayaConfig& c) {
   SafeTensors st = SafeTensors::open_dir(dir);
   if (c.semantics != Semantics::Native) return st;

@@ -23,6 +23,10 @@ constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000ull;
 // tensors that map to one name.
 SafeTensors open_model_tensors(const std::string& dir, const ZayaConfig& c);
 
+// The name tensor `name` (original) has in a directory of c's layout, for messages: e.g.
+// "model.layers.0.mlp.experts.gate_up_proj[2]" for an expert of a native one.
+std::string stored_name(const ZayaConfig& c, const std::string& name);
+
 // Writes dir/config.json (c's schema) and the weights (c's layout, each tensor's dtype kept):
 // `tensors` are (original name, data) in parameter order. Data above max_shard_bytes goes to
 // model-0000K-of-0000N.safetensors shards with model.safetensors.index.json; otherwise one

@@ -62,7 +62,7 @@ void Model::load_weights(const SafeTensors& st, const std::string& where) {
       std::string shape;
       for (int64_t d : s.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
       fail("{}: missing tensor '{}' (expected shape [{}]); config.json and the weights disagree",
-           where, s.name, shape);
+           where, stored_name(config_, s.name), shape);
     }
     st.read_into(s.name, view(params(), s.name));
   }

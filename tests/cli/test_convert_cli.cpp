@@ -224,7 +224,7 @@ TEST(CliConvert, BadInputIsOneClearError) {
   fs::rename(dir / "m.safetensors", dir / "n" / "model.safetensors");
   expect_user_error(run("eval --model " + (dir / "n").string() + " --tokens " +
                         (kModels / "tiny_a" / "tokens.txt").string()),
-                    "residual_scale");
+                    "missing tensor 'model.layers.0.post_mlp_residual_scale.residual_scale'");
   // A config mixing the schemas.
   fs::create_directories(dir / "mixed");
   json cfg = json::parse(slurp((kModels / "tiny_a" / "config.json").string()));

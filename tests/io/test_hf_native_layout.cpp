@@ -372,3 +372,13 @@ TEST(NativeDir, WrongStackedShapeIsNamed) {
   expect_contains(e, "[3,16,64]");
   expect_contains(e, "[4,16,64]");
 }
+
+TEST(NativeNames, DocumentedTableIsTheCodesTable) {
+  const fs::path doc = fs::path(ZAYA_TEST_DATA) / ".." / ".." / "docs" / "checkpoint-layouts.md";
+  std::ifstream f(doc);
+  ASSERT_TRUE(f.good()) << doc;
+  const std::string text((std::istreambuf_iterator<char>(f)), {});
+  for (const auto& [orig, native] : native_name_table())
+    EXPECT_NE(text.find("| `" + orig + "` | `" + native + "` |"), std::string::npos)
+        << orig << " ↔ " << native << " is not in " << doc;
+}
