@@ -367,15 +367,18 @@ json scalar_schema_to_lists(json j) {
       j.contains("num_query_groups")      ? as_int("num_query_groups", j["num_query_groups"])
       : j.contains("num_key_value_heads") ? as_int("num_key_value_heads", j["num_key_value_heads"])
                                           : 0;
+  // cca_num_q_heads may be a list already, a scalar, or absent (then N_h/2).
+  const json* cq = j.contains("cca_num_q_heads") ? &j["cca_num_q_heads"] : nullptr;
+  const int64_t Hq = cq && !cq->is_array() ? as_int("cca_num_q_heads", *cq) : Nh / 2;
   json q = json::array(), g = json::array(), f = json::array(), r = json::array();
   for (const json& e : layers) {
     const bool attn = e == json("a");
-    q.push_back(attn ? Nh / 2 : 0);
+    q.push_back(attn ? Hq : 0);
     g.push_back(attn ? Hk : 0);
     f.push_back(attn ? 0 : 2 * I);
     r.push_back(attn ? 0 : R);
   }
-  if (!j.contains("cca_num_q_heads")) j["cca_num_q_heads"] = q;
+  if (!cq || !cq->is_array()) j["cca_num_q_heads"] = q;
   j["num_query_groups_list"] = g;
   j["ffn_hidden_size_list"] = f;
   j["zaya_mlp_expansion"] = r;

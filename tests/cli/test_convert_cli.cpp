@@ -189,6 +189,11 @@ TEST(CliConvert, NativeCheckpointLayoutTrainsAndSavesNative) {
   EXPECT_EQ(json::parse(inspect.out)["layout"], "native") << inspect.err;
   expect_user_error(run(base + " --set train.steps=3 --set checkpoint.layout=original"),
                     "checkpoint.layout");
+  // Resuming with the same layout continues it.
+  const CliResult r = run(base + " --set train.steps=3 --set checkpoint.layout=native");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const fs::path model3 = fs::path(dir / "ckpt") / "step_00000003" / "model";
+  EXPECT_TRUE(json::parse(slurp((model3 / "config.json").string())).contains("layer_types"));
 }
 
 TEST(CliConvert, BadInputIsOneClearError) {

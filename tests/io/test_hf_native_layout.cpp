@@ -198,8 +198,8 @@ TEST(NativeConfig, IntermediateScalarSchemaReadsAsTheLists) {
   j["ffn_hidden_size"] = lists.ffn_hidden_size_list[1] / 2;  // expert hidden width I
   j["zaya_mlp_expansion"] = lists.zaya_mlp_expansion[1];
   j["num_query_groups"] = lists.num_key_value_heads;
-  for (const char* k : {"ffn_hidden_size_list", "num_query_groups_list", "cca_num_q_heads"})
-    j.erase(k);
+  for (const char* k : {"ffn_hidden_size_list", "num_query_groups_list"}) j.erase(k);
+  j["cca_num_q_heads"] = lists.q_heads();
   ConfigSchema s;
   ZayaConfig scalar = config_from_json(j, &s);
   EXPECT_EQ(s, ConfigSchema::OriginalScalar);
