@@ -9,7 +9,6 @@
 //   ("hybrid_sliding" = sliding-window attention: unsupported)
 #include "io/hf_native_config.h"
 
-#include <set>
 
 #include "io/config_fields.h"
 
@@ -28,28 +27,33 @@ const char* const kOriginalOnly[] = {
     "zaya_mlp_expansion", "ffn_hidden_size", "norm_epsilon",          "moe_router_topk",
     "zaya_use_mod",       "zaya_use_eda"};
 
-// Fields the native reader consumes (everything else stays in `extra`, where validate_config checks
-// the fixed values they share with the original schema: attention_bias, sliding_window, ...).
-const std::set<std::string>& consumed() {
-  static const std::set<std::string> s = {"hidden_size",
-                                          "vocab_size",
-                                          "num_hidden_layers",
-                                          "layer_types",
-                                          "num_attention_heads",
-                                          "num_key_value_heads",
-                                          "head_dim",
-                                          "moe_intermediate_size",
-                                          "num_experts",
-                                          "num_experts_per_tok",
-                                          "router_hidden_size",
-                                          "rms_norm_eps",
-                                          "rope_parameters",
-                                          "max_position_embeddings",
-                                          "tie_word_embeddings",
-                                          "pad_token_id",
-                                          "bos_token_id",
-                                          "eos_token_id"};
-  return s;
+// Native fields with no original counterpart of the same name, which the reader consumes.
+const char* const kNativeStructural[] = {
+    "num_hidden_layers",     "layer_types",  "head_dim",
+    "moe_intermediate_size", "num_experts",  "num_experts_per_tok",
+    "router_hidden_size",    "rms_norm_eps", "rope_parameters"};
+// Fields both schemas name alike, which the reader consumes too.
+const char* const kShared[] = {"hidden_size",
+                               "vocab_size",
+                               "num_attention_heads",
+                               "num_key_value_heads",
+                               "max_position_embeddings",
+                               "tie_word_embeddings",
+                               "pad_token_id",
+                               "bos_token_id",
+                               "eos_token_id"};
+// Native leftovers kept in `extra` but meaningless to the original schema.
+const char* const kNativeExtra[] = {"hidden_act", "initializer_range", "output_router_logits",
+                                    "dtype",      "cca_time0",         "cca_time1"};
+
+// Everything else stays in `extra`, where validate_config checks the fixed values the schemas
+// share (attention_bias, sliding_window, ...).
+bool consumed(const std::string& key) {
+  for (const char* k : kNativeStructural)
+    if (key == k) return true;
+  for (const char* k : kShared)
+    if (key == k) return true;
+  return false;
 }
 
 const json* find(const json& j, const char* name) {
@@ -112,22 +116,11 @@ void read_layer_types(const json& j, int64_t P) {
 }  // namespace
 
 bool native_owned_field(const std::string& key) {
-  static const std::set<std::string> s = {"num_hidden_layers",
-                                          "layer_types",
-                                          "head_dim",
-                                          "moe_intermediate_size",
-                                          "num_experts",
-                                          "num_experts_per_tok",
-                                          "router_hidden_size",
-                                          "rms_norm_eps",
-                                          "rope_parameters",
-                                          "hidden_act",
-                                          "initializer_range",
-                                          "output_router_logits",
-                                          "dtype",
-                                          "cca_time0",
-                                          "cca_time1"};
-  return s.count(key) > 0;
+  for (const char* k : kNativeStructural)
+    if (key == k) return true;
+  for (const char* k : kNativeExtra)
+    if (key == k) return true;
+  return false;
 }
 
 bool is_native_schema(const json& j) {
@@ -193,7 +186,7 @@ ZayaConfig native_config_from_json(const json& j) {
     c.zaya_mlp_expansion.insert(c.zaya_mlp_expansion.end(), {0, R});
   }
   for (const auto& [key, value] : j.items())
-    if (!consumed().count(key)) c.extra[key] = value;
+    if (!consumed(key)) c.extra[key] = value;
   if (!c.extra.contains("hidden_act")) c.extra["hidden_act"] = "silu";
   return c;
 }

@@ -20,6 +20,7 @@
 #include "test_util.h"
 
 using namespace zaya;
+using namespace zaya::test;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -39,20 +40,6 @@ fs::path scratch(const std::string& name) {
 json read_json(const fs::path& path) {
   std::ifstream f(path);
   return json::parse(f);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a zaya::Error";
-  return "";
-}
-
-void expect_contains(const std::string& msg, const std::string& part) {
-  EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
 }
 
 // Every parameter of `c`, as stored in `st` (original names), in layout order.
