@@ -9,7 +9,6 @@
 //   ("hybrid_sliding" = sliding-window attention: unsupported)
 #include "io/hf_native_config.h"
 
-
 #include "io/config_fields.h"
 
 namespace zaya {
