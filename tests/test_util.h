@@ -150,4 +150,19 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
 // The odd sizes every op is exercised on (house plan §3).
 inline const std::vector<int64_t> kOddSizes = {1, 7, 31, 33, 257};
 
+// The message of the zaya::Error that f throws (a test failure if it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a zaya::Error";
+  return "";
+}
+
+inline void expect_contains(const std::string& msg, const std::string& part) {
+  EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
+}
+
 }  // namespace zaya::test

@@ -445,7 +445,10 @@ class ZayaExperts(nn.Module):
 
 
 class ZayaBlock(nn.Module):
-    """spec §5.5-§5.6: top-1 dropless dispatch, weight = p[chosen] (not renormalised), skip -> p·x."""
+    """spec §5.5-§5.6: top-1 dropless dispatch, weight = p[chosen] (not renormalised), skip -> p·x
+    (or 0 with skip_outputs_zero: transformers' native ZAYA, docs/checkpoint-layouts.md)."""
+
+    skip_outputs_zero = False
 
     def __init__(self, c, i, dtype, router_eps=None):
         super().__init__()
@@ -466,7 +469,7 @@ class ZayaBlock(nn.Module):
             idx = (cf == e).nonzero(as_tuple=False).squeeze(1)
             if idx.numel():
                 out = out.index_add(0, idx, expert(xf.index_select(0, idx)))
-        if self.use_mod:
+        if self.use_mod and not self.skip_outputs_zero:
             idx = (cf == self.n).nonzero(as_tuple=False).squeeze(1)
             if idx.numel():
                 out = out.index_add(0, idx, xf.index_select(0, idx))  # C5: skip outputs p·x

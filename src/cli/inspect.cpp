@@ -1,5 +1,6 @@
 // zaya inspect DIR_or_CONFIG [--seq-len T] [--json]
-// Parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
+// The schema and layout read (original or transformers-native), then
+// parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
 // per token next to full multi-head attention of the same width.
 #include <filesystem>
 #include <memory>
@@ -42,12 +43,15 @@ int run_inspect(const InspectArgs& a) {
   namespace fs = std::filesystem;
   std::string cfg_path = a.path;
   if (fs::is_directory(cfg_path)) cfg_path = (fs::path(cfg_path) / "config.json").string();
-  const ZayaConfig c = load_config(cfg_path);
+  ConfigSchema schema;
+  const ZayaConfig c = load_config(cfg_path, &schema);
   const ModelFacts f = model_facts(c, a.seq_len);
   const double flops = f.flops_matmul_per_token + f.flops_attention_per_token;
   const int64_t bf16 = 2;
   if (a.json) {
     nlohmann::json j = {
+        {"layout", semantics_name(c.semantics)},
+        {"schema", schema_name(schema)},
         {"params_total", f.params_total},
         {"params_without_embedding", f.params_no_embedding},
         {"params_active_without_embedding", f.params_active_no_embedding},
@@ -69,6 +73,11 @@ int run_inspect(const InspectArgs& a) {
     return 0;
   }
   fmt::print("config                 {}\n", cfg_path);
+  fmt::print("schema                 {}\n", schema_name(schema));
+  fmt::print("layout                 {} ({})\n", semantics_name(c.semantics),
+             c.semantics == Semantics::Native
+                 ? "transformers' ZAYA: skip class outputs 0, L2 norm clamped at f32 eps"
+                 : "Zyphra's original: skip class outputs p·x, plain L2 norm");
   fmt::print("sub-layers             {} ({} CCA attention, {} MoE)\n", c.num_layers(),
              f.attention_layers, f.moe_layers);
   fmt::print("parameters             {}\n", billions(f.params_total));

@@ -200,8 +200,8 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
                kr = scratch(kKr, DType::F32, {1, N, Hk, d});
   const Tensor qn = scratch(kQn, DType::F32, {1, N, Hq}), kn = scratch(kKn, DType::F32, {1, N, Hk});
   ops::qk_mean_forward(Q, K, z.view({1, N, C}), u.view({1, N, C}));
-  ops::l2norm_scale_forward(qr, qn, Q, {});
-  ops::l2norm_scale_forward(kr, kn, K, a.temp);
+  ops::l2norm_scale_forward(qr, qn, Q, {}, c.l2norm_floor());
+  ops::l2norm_scale_forward(kr, kn, K, a.temp, c.l2norm_floor());
   ops::rope_forward(qr, cos_, sin_);
   ops::rope_forward(kr, cos_, sin_);
 
@@ -259,11 +259,17 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   tokens.resize(size_t(E + 1));
   for (auto& t : tokens) t.clear();
   for (int64_t n = 0; n < N; ++n) tokens[size_t(host_choice_[size_t(n)])].push_back(int32_t(n));
-  if (!tokens[size_t(E)].empty()) {  // skip class (MoD only): the normed input times its p (C5)
+  // Skip class (MoD only): the normed input times its p (C5); 0 under native semantics.
+  if (!tokens[size_t(E)].empty()) {
     const Tensor skip = row_ids(tokens[size_t(E)]);
     const Tensor x_SD = scratch(kXe, DType::F32, {skip.numel(), D});
-    ops::gather_rows(x_SD, x, skip);
-    ops::scatter_rows(out, skip, x_SD, weight);
+    if (m_.config().skip_outputs_zero()) {
+      ops::fill_zero(x_SD);
+      ops::scatter_rows(out, skip, x_SD, {});
+    } else {
+      ops::gather_rows(x_SD, x, skip);
+      ops::scatter_rows(out, skip, x_SD, weight);
+    }
   }
   for (int64_t ex = 0; ex < E; ++ex) {
     const Tensor tok_M = row_ids(tokens[size_t(ex)]);

@@ -11,6 +11,7 @@
 
 #include "core/assert.h"
 #include "core/rng.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/param_layout.h"
@@ -45,18 +46,20 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   InferModel m;
   m.config_ = load_config(cfg);
   m.source_ = dir;
-  auto st = std::make_shared<const SafeTensors>(SafeTensors::open_dir(dir));
+  auto st = std::make_shared<const SafeTensors>(open_model_tensors(dir, m.config_));
   m.file_ = st;
   const ParamLayout layout = make_param_layout(m.config_);
   bool any_bf16 = false;
   ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const SafeTensorInfo* info = st->find(s.name);
-    if (!info) fail("{}: missing tensor '{}'; config.json and the weights disagree", dir, s.name);
+    if (!info)
+      fail("{}: missing tensor '{}'; config.json and the weights disagree", dir,
+           stored_name(m.config_, s.name));
     if (info->shape != s.shape) {
       std::string want;
       for (int64_t d : s.shape) want += (want.empty() ? "" : ",") + std::to_string(d);
       fail("{}: tensor '{}' has the wrong shape for config.json (expected [{}])", info->file,
-           s.name, want);
+           stored_name(m.config_, s.name), want);
     }
     const auto addr = reinterpret_cast<uintptr_t>(info->data);
     // Matrices are used in place when the kernels can read them: BF16, or F32 that is 4-aligned

@@ -95,4 +95,22 @@ uint64_t file_xxh3(const std::string& path, bool sync, uint64_t* bytes) {
   return XXH3_64bits(f.data(), f.size());
 }
 
+void write_text_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("{}: cannot create: {}", tmp, errno_str());
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
+  std::string err = ok ? "" : errno_str();
+  if (std::fclose(f) != 0 && ok) ok = false, err = errno_str();
+  if (!ok) {
+    std::remove(tmp.c_str());
+    fail("{}: write failed: {}", tmp, err);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno_str();
+    std::remove(tmp.c_str());
+    fail("cannot rename {} to {}: {}", tmp, path, err);
+  }
+}
+
 }  // namespace zaya

@@ -11,6 +11,8 @@ namespace zaya {
 
 // Reads `path` whole; `what` names the file's role in the error ("token file", "config file").
 std::string read_text_file(const std::string& path, std::string_view what);
+// Writes `text` to `path` atomically (temporary file + rename); zaya::Error naming the path.
+void write_text_file_atomic(const std::string& path, const std::string& text);
 
 // strerror(errno) as a string (call it before anything else can touch errno).
 std::string errno_str();

@@ -318,6 +318,19 @@ void SafeTensors::read_into(const std::string& name, const Tensor& dst) const {
     convert(static_cast<double*>(dst.data), src, info.dtype, dst.numel());
 }
 
+SafeTensors SafeTensors::with_tensors(std::vector<SafeTensorInfo> infos, std::string source) const {
+  SafeTensors st;
+  st.maps_ = maps_;
+  st.metadata_ = metadata_;
+  st.source_ = std::move(source);
+  for (SafeTensorInfo& info : infos) {
+    const std::string name = info.name;
+    auto [it, inserted] = st.tensors_.emplace(name, std::move(info));
+    if (!inserted) fail("{}: two tensors map to the name '{}'", st.source_, name);
+  }
+  return st;
+}
+
 void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {

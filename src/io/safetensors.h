@@ -45,6 +45,10 @@ class SafeTensors {
   // when it is missing, not a float dtype, or its shape differs from dst's.
   void read_into(const std::string& name, const Tensor& dst) const;
 
+  // A set sharing this one's mappings whose tensors are `infos` (renamed entries, or slices of
+  // entries, of this set: their data must lie in its mappings). `source` names it in messages.
+  SafeTensors with_tensors(std::vector<SafeTensorInfo> infos, std::string source) const;
+
  private:
   struct Mapping;
   std::vector<std::shared_ptr<Mapping>> maps_;

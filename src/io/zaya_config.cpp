@@ -10,13 +10,16 @@
 #include <set>
 
 #include "core/assert.h"
+#include "io/config_fields.h"
 #include "io/file.h"
+#include "io/hf_native_config.h"
 
 namespace zaya {
 
 namespace {
 
 using json = nlohmann::json;
+using namespace config_fields;
 
 enum class Need { Required, Optional };
 
@@ -77,29 +80,9 @@ const std::vector<FixedValue>& fixed_values() {
       {"clamp_temp", false, "S1 does not clamp the key temperature"},
       {"cca_time0", 2, "S1's first CCA convolution has kernel size 2"},
       {"cca_time1", 2, "S1's second CCA convolution has kernel size 2"},
+      {"hidden_act", "silu", "ZAYA1's experts are SiLU-gated"},
   };
   return table;
-}
-
-std::string shown(const json& v) {
-  std::string s = v.dump();
-  return s.size() <= 40 ? s : s.substr(0, 40) + "...";
-}
-
-template <class... Args>
-[[noreturn]] void field_error(std::string_view field, fmt::format_string<Args...> f,
-                              Args&&... args) {
-  fail("config.json: field '{}': {}", field, fmt::format(f, std::forward<Args>(args)...));
-}
-
-bool fits_int64(const json& v) {
-  return v.is_number_integer() &&
-         !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX));
-}
-
-int64_t as_int(const char* name, const json& v) {
-  if (!fits_int64(v)) field_error(name, "got {} (expected an integer)", shown(v));
-  return v.get<int64_t>();
 }
 
 // Reads each known field from the file, checking its JSON type.
@@ -115,16 +98,10 @@ struct Reader {
     if (const json* v = get(name, need, "an integer")) x = as_int(name, *v);
   }
   void operator()(const char* name, double& x, Need need) {
-    const json* v = get(name, need, "a number");
-    if (!v) return;
-    if (!v->is_number()) field_error(name, "got {} (expected a number)", shown(*v));
-    x = v->get<double>();
+    if (const json* v = get(name, need, "a number")) x = as_number(name, *v);
   }
   void operator()(const char* name, bool& x, Need need) {
-    const json* v = get(name, need, "true or false");
-    if (!v) return;
-    if (!v->is_boolean()) field_error(name, "got {} (expected true or false)", shown(*v));
-    x = v->get<bool>();
+    if (const json* v = get(name, need, "true or false")) x = as_bool(name, *v);
   }
   void operator()(const char* name, std::vector<int64_t>& x, Need need) {
     const json* v = get(name, need, "a list of integers");
@@ -373,19 +350,130 @@ void validate_config(const ZayaConfig& c) {
   validate_extra(c);
 }
 
-ZayaConfig config_from_json(const nlohmann::json& j) {
-  if (!j.is_object())
-    fail("config.json: expected a JSON object at the top level, got {}", shown(j));
+namespace {
+
+// The intermediate Zyphra schema: zaya_layers with scalar widths (ffn_hidden_size = the expert
+// hidden width I, so F = 2·I [uncertain: read as transformers' converter reads it];
+// zaya_mlp_expansion = R; num_query_groups = H_k) rewritten as S1's per-sub-layer lists.
+json scalar_schema_to_lists(json j) {
+  const json& layers = j["zaya_layers"];
+  if (!layers.is_array()) return j;  // the list reader reports it
+  const int64_t I = as_int("ffn_hidden_size", j["ffn_hidden_size"]);
+  const int64_t R = as_int("zaya_mlp_expansion", j["zaya_mlp_expansion"]);
+  const int64_t Nh = j.contains("num_attention_heads")
+                         ? as_int("num_attention_heads", j["num_attention_heads"])
+                         : 0;
+  const int64_t Hk =
+      j.contains("num_query_groups")      ? as_int("num_query_groups", j["num_query_groups"])
+      : j.contains("num_key_value_heads") ? as_int("num_key_value_heads", j["num_key_value_heads"])
+                                          : 0;
+  // cca_num_q_heads may be a list already, a scalar, or absent (then N_h/2).
+  const json* cq = j.contains("cca_num_q_heads") ? &j["cca_num_q_heads"] : nullptr;
+  const int64_t Hq = cq && !cq->is_array() ? as_int("cca_num_q_heads", *cq) : Nh / 2;
+  json q = json::array(), g = json::array(), f = json::array(), r = json::array();
+  for (const json& e : layers) {
+    const bool attn = e == json("a");
+    q.push_back(attn ? Hq : 0);
+    g.push_back(attn ? Hk : 0);
+    f.push_back(attn ? 0 : 2 * I);
+    r.push_back(attn ? 0 : R);
+  }
+  if (!cq || !cq->is_array()) j["cca_num_q_heads"] = q;
+  j["num_query_groups_list"] = g;
+  j["ffn_hidden_size_list"] = f;
+  j["zaya_mlp_expansion"] = r;
+  j.erase("ffn_hidden_size");
+  j.erase("num_query_groups");
+  return j;
+}
+
+// Fields only the original schemas own: dropped from `extra` when converting to native.
+bool original_owned_field(const std::string& key) {
+  static const std::set<std::string> s = {
+      "num_hidden_layers", "kv_channels",       "cca",
+      "zaya_high_prec",    "fused_add_norm",    "apply_rope_fusion",
+      "normalization",     "activation_func",   "activation_func_fp8_input_store",
+      "add_bias_linear",   "gated_linear_unit", "bias_activation_fusion",
+      "clamp_temp",        "rope_scaling",      "head_dim",
+      "num_experts",       "mamba_cache_dtype", "torch_dtype",
+      "cca_time0",         "cca_time1"};
+  return s.count(key) > 0;
+}
+
+ZayaConfig original_config_from_json(const json& j) {
   ZayaConfig c;
   visit_fields(c, Reader{j});
   const auto& known = known_names();
   for (const auto& [key, value] : j.items())
     if (!known.count(key)) c.extra[key] = value;
-  validate_config(c);
   return c;
 }
 
-ZayaConfig load_config(const std::string& path) {
+}  // namespace
+
+const char* semantics_name(Semantics s) {
+  return s == Semantics::Native ? "native" : "original";
+}
+
+const char* schema_name(ConfigSchema s) {
+  switch (s) {
+    case ConfigSchema::OriginalLists:
+      return "original (per-sub-layer lists, ZAYA1-base)";
+    case ConfigSchema::OriginalScalar:
+      return "original (scalar widths, intermediate Zyphra schema)";
+    case ConfigSchema::Native:
+      return "transformers-native (ZAYA1-8B)";
+  }
+  return "?";
+}
+
+ZayaConfig config_from_json(const nlohmann::json& j, ConfigSchema* schema) {
+  if (!j.is_object())
+    fail("config.json: expected a JSON object at the top level, got {}", shown(j));
+  ConfigSchema s = ConfigSchema::OriginalLists;
+  ZayaConfig c;
+  if (is_native_schema(j)) {
+    s = ConfigSchema::Native;
+    c = native_config_from_json(j);
+  } else if (j.contains("ffn_hidden_size") && !j.contains("ffn_hidden_size_list")) {
+    if (j.contains("zaya_mlp_expansion") && j["zaya_mlp_expansion"].is_array())
+      field_error("zaya_mlp_expansion",
+                  "is a list but ffn_hidden_size is a scalar (mixed schemas: expected both "
+                  "scalars, the intermediate schema, or ffn_hidden_size_list, ZAYA1-base's)");
+    s = ConfigSchema::OriginalScalar;
+    c = original_config_from_json(scalar_schema_to_lists(j));
+  } else {
+    if (j.contains("ffn_hidden_size") && j.contains("ffn_hidden_size_list"))
+      field_error("ffn_hidden_size",
+                  "is present together with ffn_hidden_size_list (mixed schemas: expected one)");
+    c = original_config_from_json(j);
+  }
+  validate_config(c);
+  if (schema) *schema = s;
+  return c;
+}
+
+ZayaConfig with_semantics(const ZayaConfig& c, Semantics to) {
+  if (c.semantics == to) return c;
+  ZayaConfig out = c;
+  out.semantics = to;
+  out.extra = json::object();
+  const bool to_native = to == Semantics::Native;
+  if (to_native) check_native_expressible(c);
+  for (const auto& [key, value] : c.extra.items()) {
+    if (to_native ? original_owned_field(key) : native_owned_field(key)) continue;
+    out.extra[key] = value;
+  }
+  // The weights' dtype label, under each schema's own key.
+  const char* from_key = to_native ? "torch_dtype" : "dtype";
+  if (c.extra.contains(from_key))
+    out.extra[to_native ? "dtype" : "torch_dtype"] = c.extra[from_key];
+  if (!to_native) out.extra["num_hidden_layers"] = c.num_layers();  // S1 ignores it; keep it true
+  validate_config(out);
+  return out;
+}
+
+ZayaConfig load_config(const std::string& path, ConfigSchema* schema) {
   const std::string text = read_text_file(path, "config file");
   json j;
   try {
@@ -394,13 +482,14 @@ ZayaConfig load_config(const std::string& path) {
     fail("{}: invalid JSON: {}", path, e.what());
   }
   try {
-    return config_from_json(j);
+    return config_from_json(j, schema);
   } catch (const Error& e) {
     fail("{} (in {})", e.what(), path);
   }
 }
 
 nlohmann::json config_to_json(const ZayaConfig& c) {
+  if (c.semantics == Semantics::Native) return native_config_to_json(c);
   json j = c.extra.is_object() ? c.extra : json::object();
   visit_fields(c, Writer{j});
   return j;
@@ -408,22 +497,7 @@ nlohmann::json config_to_json(const ZayaConfig& c) {
 
 void save_config(const ZayaConfig& c, const std::string& path) {
   validate_config(c);
-  const std::string text = config_to_json(c).dump(2) + "\n";
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  std::string err = ok ? "" : std::strerror(errno);
-  if (std::fclose(f) != 0 && ok) ok = false, err = std::strerror(errno);
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", tmp, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    fail("cannot rename {} to {}: {}", tmp, path, err);
-  }
+  write_text_file_atomic(path, config_to_json(c).dump(2) + "\n");
 }
 
 }  // namespace zaya

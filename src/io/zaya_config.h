@@ -9,6 +9,24 @@
 
 namespace zaya {
 
+// Which of the two checkpoint families a model belongs to. It picks both the on-disk layout
+// (config schema and tensor names, see io/hf_native_layout.h) and the few places where the two
+// reference implementations compute differently (docs/checkpoint-layouts.md):
+//   Original: Zyphra's transformers fork (ZAYA1-base, spec "S1"): skip class outputs p·x (C5), the
+//             q/k L2 norm divides by the plain norm.
+//   Native:   Hugging Face transformers' own ZAYA (ZAYA1-8B): skip class outputs 0, the L2 norm is
+//             clamped below at float32's epsilon.
+// Both take the router norm's eps from the model's one norm eps (norm_epsilon = rms_norm_eps, C1).
+enum class Semantics { Original, Native };
+// The config.json schema a file was read in.
+enum class ConfigSchema {
+  OriginalLists,   // S1: zaya_layers plus per-sub-layer lists (ZAYA1-base)
+  OriginalScalar,  // the intermediate Zyphra schema: zaya_layers plus scalar widths
+  Native,          // transformers' ZayaConfig: num_hidden_layers pairs, layer_types, ...
+};
+const char* semantics_name(Semantics s);  // "original" | "native"
+const char* schema_name(ConfigSchema s);
+
 struct ZayaConfig {
   // ---- fields read from config.json (S1 schema) ----
   int64_t hidden_size = 2048;
@@ -35,6 +53,9 @@ struct ZayaConfig {
   // Everything else in the file (ignored or fixed-value fields) is kept verbatim so writing a
   // config back loses nothing.
   nlohmann::json extra = nlohmann::json::object();
+  // Not a config.json field: the family this model belongs to (read from the schema; written back
+  // in the same one).
+  Semantics semantics = Semantics::Original;
 
   // ---- derived (valid after validation) ----
   int64_t num_layers() const { return int64_t(zaya_layers.size()); }
@@ -48,18 +69,28 @@ struct ZayaConfig {
   int64_t router_classes(int64_t i) const { return zaya_layers[i] + (zaya_use_mod ? 1 : 0); }
   // True when MoE sub-layer i has an EDA scale γ (router_states_scale).
   bool has_eda_scale(int64_t i) const { return zaya_use_eda && !is_attention(i) && i != 1; }
+  // Semantic switches read by the model code (see Semantics).
+  bool skip_outputs_zero() const { return semantics == Semantics::Native; }
+  float l2norm_floor() const { return semantics == Semantics::Native ? 1.1920929e-07f : 0.0f; }
 
   bool operator==(const ZayaConfig&) const = default;  // all fields, including extra
 };
 
-// Parses and validates; throws zaya::Error naming the field on any problem.
-ZayaConfig config_from_json(const nlohmann::json& j);
+// Detects the schema (reported through `schema` when given), parses and validates; throws
+// zaya::Error naming the field on any problem (and on a file mixing schemas). Original schemas give
+// Semantics::Original, the native one Semantics::Native.
+ZayaConfig config_from_json(const nlohmann::json& j, ConfigSchema* schema = nullptr);
 // The checks of spec §1.3 (and the fixed values of §1.1/§1.2, looked up in `extra`) on a config
 // built in code; config_from_json and save_config run it. Throws zaya::Error naming the field.
 void validate_config(const ZayaConfig& c);
-ZayaConfig load_config(const std::string& path);
-// The S1-readable file: the known fields plus `extra` verbatim ("a" for attention entries).
+ZayaConfig load_config(const std::string& path, ConfigSchema* schema = nullptr);
+// The file in c's family: Original → the S1-readable file (the known fields plus `extra` verbatim,
+// "a" for attention entries); Native → transformers' schema (hf_native_config.cpp).
 nlohmann::json config_to_json(const ZayaConfig& c);
+// The same model in the other family (or c itself): checks that the target schema can express it
+// (throws zaya::Error naming the field otherwise) and drops the source schema's own leftover fields
+// from `extra`, keeping those both schemas share.
+ZayaConfig with_semantics(const ZayaConfig& c, Semantics to);
 // Validates, then writes config_to_json(c) atomically (temporary file + rename).
 void save_config(const ZayaConfig& c, const std::string& path);
 

@@ -19,8 +19,8 @@ void attention_layer_forward(const ZayaConfig& c, const AttentionWeights& w, Att
   ops::linear_forward(a.u, x, w.wqk, {});  // [q⁰ ; k⁰]
   ops::cca_conv_forward(a.z, a.y, a.u, w.conv0_w, w.conv0_b, w.conv1_w, w.conv1_b);
   ops::qk_mean_forward(a.q, a.k, a.z, a.u);
-  ops::l2norm_scale_forward(a.qr, a.qn, a.q, {});
-  ops::l2norm_scale_forward(a.kr, a.kn, a.k, w.temp);
+  ops::l2norm_scale_forward(a.qr, a.qn, a.q, {}, c.l2norm_floor());
+  ops::l2norm_scale_forward(a.kr, a.kn, a.k, w.temp, c.l2norm_floor());
   ops::rope_forward(a.qr, rope_cos, rope_sin);
   ops::rope_forward(a.kr, rope_cos, rope_sin);
   ops::linear_forward(a.p, x, w.wv, {});  // [W_v1 x_t ; W_v2 x_t], shifted next
@@ -40,8 +40,8 @@ void attention_layer_backward(const ZayaConfig& c, const AttentionWeights& w,
   ops::linear_backward(dx, dw.wv, {}, g.dp, x, w.wv);  // dx overwritten here
   ops::rope_backward(g.dqr, rope_cos, rope_sin);
   ops::rope_backward(g.dkr, rope_cos, rope_sin);
-  ops::l2norm_scale_backward(g.dq, {}, g.dqr, a.q, a.qn, {});
-  ops::l2norm_scale_backward(g.dk, dw.temp, g.dkr, a.k, a.kn, w.temp);
+  ops::l2norm_scale_backward(g.dq, {}, g.dqr, a.q, a.qn, {}, c.l2norm_floor());
+  ops::l2norm_scale_backward(g.dk, dw.temp, g.dkr, a.k, a.kn, w.temp, c.l2norm_floor());
   ops::qk_mean_backward(g.dz, g.du, g.dq, g.dk);
   ops::cca_conv_backward(g.du, dw.conv0_w, dw.conv0_b, dw.conv1_w, dw.conv1_b, g.dz, a.u, a.y,
                          w.conv0_w, w.conv1_w);

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/log.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/param_names.h"
 #include "ops/ops.h"
@@ -59,7 +60,7 @@ void Model::load_weights(const SafeTensors& st, const std::string& where) {
       std::string shape;
       for (int64_t d : s.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
       fail("{}: missing tensor '{}' (expected shape [{}]); config.json and the weights disagree",
-           where, s.name, shape);
+           where, stored_name(config_, s.name), shape);
     }
     st.read_into(s.name, view(params(), s.name));
   }
@@ -88,20 +89,15 @@ Model Model::load_dir(const std::string& dir) {
   const std::string cfg = (fs::path(dir) / "config.json").string();
   if (!fs::exists(cfg)) fail("{}: no config.json in the model directory", dir);
   Model m(load_config(cfg));
-  SafeTensors st = SafeTensors::open_dir(dir);
+  SafeTensors st = open_model_tensors(dir, m.config());
   m.load_weights(st, dir);
   return m;
 }
 
 void Model::save_dir(const std::string& dir) const {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail("cannot create directory '{}': {}", dir, ec.message());
-  save_config(config_, (fs::path(dir) / "config.json").string());
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const ParamSpec& s : layout_.specs) tensors.emplace_back(s.name, param(s.name));
-  save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  save_model_dir(dir, config_, tensors);  // in config_'s layout
 }
 
 }  // namespace zaya

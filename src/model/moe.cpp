@@ -4,6 +4,15 @@
 
 namespace zaya {
 
+namespace {
+// Native semantics: a token routed to the skip class (the last of K classes, with MoD) outputs 0,
+// not p·x, so its weight (forward) and weight gradient (backward) are zeroed. v[N], choice[N] I32.
+void zero_skip_entries(const Tensor& v, const Tensor& choice, const ZayaConfig& c, int64_t K) {
+  if (!c.zaya_use_mod) return;
+  ops::zero_where_class(v, choice, K - 1);
+}
+}  // namespace
+
 void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, const Tensor& x,
                        const Tensor& rprev, const Tensor& o) {
   ops::linear_forward(a.r, x, w.down_w, w.down_b);
@@ -18,6 +27,7 @@ void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, con
   ops::gelu_forward(a.a2, a.a2p);
   ops::linear_forward(a.logits, a.a2, w.m3_w, {});
   ops::router_select_forward(a.probs, a.choice, a.weight, a.logits, w.biases);
+  if (c.skip_outputs_zero()) zero_skip_entries(a.weight, a.choice, c, a.logits.shape[1]);
   ops::moe_forward(o, a.f, a.gu, a.act, x, a.choice, a.weight, w.fc1, w.fc2);
 }
 
@@ -34,6 +44,7 @@ bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeigh
   ops::fill_zero(dx);  // moe_backward and the trunk both accumulate into dx
   ops::moe_backward(dx, dw.fc1, dw.fc2, dweight, dout, x, a.choice, a.weight, w.fc1, w.fc2, a.f,
                     a.gu, a.act);
+  if (c.skip_outputs_zero()) zero_skip_entries(dweight, a.choice, c, K);  // no gradient either
   ops::router_select_backward(dlogits, dweight, a.probs, a.choice);
   ops::linear_backward(da2, dw.m3_w, {}, dlogits, a.a2, w.m3_w);
   ops::gelu_backward(da2p, da2, a.a2p);

@@ -134,15 +134,15 @@ void value_shift_backward(const Tensor& dp, const Tensor& dv) {
   ZAYA_OP_DISPATCH(value_shift_backward, (dp, dv), dp, dv);
 }
 
-void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x,
-                          const Tensor& temp) {
-  ZAYA_OP_DISPATCH(l2norm_scale_forward, (y, norm, x, temp), y, norm, x, temp);
+void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
+                          float floor) {
+  ZAYA_OP_DISPATCH(l2norm_scale_forward, (y, norm, x, temp), y, norm, x, temp, floor);
 }
 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
-                           const Tensor& norm, const Tensor& temp) {
+                           const Tensor& norm, const Tensor& temp, float floor) {
   ZAYA_OP_DISPATCH(l2norm_scale_backward, (dx, dtemp, dy, x, norm, temp), dx, dtemp, dy, x, norm,
-                   temp);
+                   temp, floor);
 }
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
@@ -277,6 +277,14 @@ void fill_zero(const Tensor& t) {
   ZAYA_ASSERT(t.defined() || t.numel() == 0, "fill_zero: tensor {} has no memory", t.shape_str());
   if (t.numel() == 0) return;
   ZAYA_OP_DISPATCH(fill_zero, (t), t);
+}
+
+void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
+  const int64_t n = choice.numel();
+  check_f32("zero_where_class: v", v, n);
+  ZAYA_ASSERT(choice.dtype == DType::I32, "zero_where_class: choice must be I32, got {}",
+              dtype_name(choice.dtype));
+  ZAYA_OP_DISPATCH(zero_where_class, (v, choice), v, choice, k);
 }
 
 void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream, double a) {

@@ -108,12 +108,15 @@ void value_shift_forward(const Tensor& v, const Tensor& p);
 void value_shift_backward(const Tensor& dp, const Tensor& dv);
 
 // Per-head L2 normalisation to a scale: y[B,T,H,d] = s_h · x/‖x‖, s_h = √d · temp[h] (temp[H],
-// linear, no clamp) or √d when temp is undefined; norm[B,T,H] = ‖x‖ saved. No eps (spec §13).
-void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp);
+// linear, no clamp) or √d when temp is undefined; norm[B,T,H] = max(‖x‖, floor) saved. floor 0:
+// no eps (spec §13, original semantics); transformers' native ZAYA clamps at float32's epsilon.
+void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
+                          float floor = 0);
 // dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite; dx may alias dy); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp
-// is defined. dtemp may be undefined (skipped); it must not be given without temp.
+// is defined. dtemp may be undefined (skipped); it must not be given without temp. Where the floor
+// was hit (norm ≤ floor > 0) the map is linear: dx = (s/floor)·dy.
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
-                           const Tensor& norm, const Tensor& temp);
+                           const Tensor& norm, const Tensor& temp, float floor = 0);
 
 // Partial NeoX RoPE tables, always F32 (C7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r);
@@ -254,6 +257,9 @@ double sum_squares(const Tensor& t);
 int64_t count_scored(const Tensor& target);
 // counts[k] += #{n : choice[n] = k}: choice I32 [N] with values in [0, K), counts I64 or F64 [K].
 void count_classes(const Tensor& counts, const Tensor& choice, int64_t K);
+// v[n] = 0 wherever choice[n] == k: v F32 [N], choice I32 [N] (e.g. the router weight of the tokens
+// routed to the skip class, under native semantics).
+void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k);
 // t *= s in place: F32 multiplies by float(s) (rounded once), F64 by s.
 void scale(const Tensor& t, double s);
 

@@ -19,7 +19,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "dist/group.h"
-#include "io/safetensors.h"
+#include "io/model_dir.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
 
@@ -98,10 +98,6 @@ struct AsyncCheckpointWriter::Staging {
 
   // What Model::save_dir writes, from the staged parameters.
   void write_model_dir(const std::string& dir) const {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) fail("cannot create directory '{}': {}", dir, ec.message());
-    save_config(config, dir + "/config.json");
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const ParamSpec& s : layout.specs) {
       Tensor t(const_cast<float*>(params) + s.offset, {s.numel()});
@@ -109,7 +105,7 @@ struct AsyncCheckpointWriter::Staging {
       for (int i = 0; i < t.ndim; ++i) t.shape[i] = s.shape[i];
       tensors.emplace_back(s.name, t);
     }
-    save_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}});
+    save_model_dir(dir, config, tensors);
   }
 };
 

@@ -21,6 +21,7 @@
 #include "core/timer.h"
 #include "dist/group.h"
 #include "io/file.h"
+#include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
@@ -588,7 +589,7 @@ void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_s
   if (!(cfg == m.config()))
     fail("checkpoint {} was written for a different model config: {}", dir,
          config_difference(cfg, m.config()));
-  m.load_weights(SafeTensors::open_dir(model_dir), model_dir);
+  m.load_weights(open_model_tensors(model_dir, cfg), model_dir);
 
   const std::string state_path = dir + "/trainer_state.json";
   trainer_state = parse_json_or_fail(read_text_file(state_path, "trainer state"), state_path);

@@ -81,6 +81,8 @@ const std::vector<TrainField>& train_fields() {
        non_negative},
       {"checkpoint.resume", &C::resume, "auto (newest valid) | none | a checkpoint directory"},
       {"checkpoint.async", &C::async_checkpoint, "write checkpoints in the background"},
+      {"checkpoint.layout", &C::checkpoint_layout,
+       "original | native: layout (and semantics) of the saved model directory"},
   };
   return fields;
 }
@@ -268,6 +270,8 @@ void validate_train_config(const TrainConfig& c) {
   }
   if (!(c.optim.min_lr <= c.optim.lr))
     fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.optim.min_lr);
+  if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
+    fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");
   if (c.model_config.empty() && c.init_from.empty())
     fail("key 'model.config' (or 'model.init_from') is required");

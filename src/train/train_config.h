@@ -44,6 +44,9 @@ struct TrainConfig {
   int64_t keep_last = 3;
   std::string resume = "auto";  // auto | none | a checkpoint directory
   bool async_checkpoint = true;
+  // original (ZAYA1-base's layout) | native (transformers' own ZAYA): the model directory's layout,
+  // and so the semantics the model trains with (docs/checkpoint-layouts.md).
+  std::string checkpoint_layout = "original";
 };
 
 // A key's storage: a TrainConfig member or a member of its [optim] section.

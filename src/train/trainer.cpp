@@ -119,11 +119,29 @@ std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
 }
 
 std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& resume_dir) {
-  if (!resume_dir.empty())
-    return std::make_unique<Model>(
-        load_config((fs::path(resume_dir) / "model" / "config.json").string()));
-  if (!cfg.init_from.empty()) return std::make_unique<Model>(Model::load_dir(cfg.init_from));
-  auto m = std::make_unique<Model>(load_config(cfg.model_config));
+  // checkpoint.layout picks the saved layout and so the semantics trained with (a resumed
+  // checkpoint already has them).
+  const Semantics layout =
+      cfg.checkpoint_layout == "native" ? Semantics::Native : Semantics::Original;
+  if (!resume_dir.empty()) {
+    ZayaConfig rc = load_config((fs::path(resume_dir) / "model" / "config.json").string());
+    if (rc.semantics != layout)
+      fail(
+          "checkpoint {} holds the {} layout but checkpoint.layout is '{}' (resume with the same "
+          "layout, or `zaya convert` the model)",
+          resume_dir, semantics_name(rc.semantics), cfg.checkpoint_layout);
+    return std::make_unique<Model>(rc);
+  }
+  if (!cfg.init_from.empty()) {
+    auto src = std::make_unique<Model>(Model::load_dir(cfg.init_from));
+    if (src->config().semantics == layout) return src;
+    log_info("warning: {} holds the {} layout; training it with {} semantics (checkpoint.layout)",
+             cfg.init_from, semantics_name(src->config().semantics), cfg.checkpoint_layout);
+    auto m = std::make_unique<Model>(with_semantics(src->config(), layout));
+    std::copy_n(src->params(), src->layout().total, m->params());  // same parameter layout
+    return m;
+  }
+  auto m = std::make_unique<Model>(with_semantics(load_config(cfg.model_config), layout));
   m->init_random(uint64_t(cfg.seed), cfg.init_std);  // the same bits on every rank
   return m;
 }

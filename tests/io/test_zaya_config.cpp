@@ -28,20 +28,6 @@ json read_json(const std::string& path) {
   return json::parse(f);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a zaya::Error";
-  return "";
-}
-
-void expect_contains(const std::string& msg, const std::string& part) {
-  EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
-}
-
 }  // namespace
 
 TEST(Config, ZayaBaseDerivedSizes) {

@@ -162,3 +162,14 @@ TEST(MemoryOps, FillUniformAndConvert) {
     for (int64_t k = 0; k < n; ++k) ASSERT_EQ(back[size_t(k)], bf16_to_f32(h2[size_t(k)]));
   }
 }
+
+TEST(MemoryOps, ZeroWhereClass) {
+  for (int64_t n : kOddSizes) {
+    auto v = randn<float>(size_t(n), 5);
+    const auto want = v;
+    const std::vector<int32_t> ids = pick_rows(n, 4, 6, false);  // classes 0…3
+    ops::zero_where_class(Tensor(v.data(), {n}), Tensor(const_cast<int32_t*>(ids.data()), {n}), 3);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(v[size_t(i)], ids[size_t(i)] == 3 ? 0.0f : want[size_t(i)]) << i;
+  }
+}

@@ -2,8 +2,10 @@
 // the linear key temperature (spec §4.5, backward §8.5 step 3).
 //
 // x[B,T,H,d] → y = s_h · x/‖x‖, s_h = √d·temp[h] (or √d without temp); norm[B,T,H] = ‖x‖ saved.
-// No eps (spec §13). Norms, dot products and the per-head scale are computed in double, then each
-// output is rounded once. dtemp is reduced in a fixed token order, independent of threading.
+// No eps (spec §13) unless a floor is given (native semantics: ‖x‖ clamped below at it). Norms, dot
+// products and the per-head scale are computed in double, then each output is rounded once. dtemp
+// is reduced in a fixed token order, independent of threading.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -36,14 +38,14 @@ double head_scale(const S* temp, int64_t h, int64_t d) {
 }
 
 template <class S>
-void norm_forward(S* y, S* norm, const S* x, const S* temp, NormDims D) {
+void norm_forward(S* y, S* norm, const S* x, const S* temp, NormDims D, double floor) {
   const int64_t H = D.H, d = D.d;
 #pragma omp parallel for schedule(static) if (D.N * H * d > kParallelMin)
   for (int64_t nh = 0; nh < D.N * H; ++nh) {
     const S* xr = x + nh * d;
     double ss = 0;
     for (int64_t i = 0; i < d; ++i) ss += double(xr[i]) * double(xr[i]);
-    const double nrm = std::sqrt(ss), k = head_scale(temp, nh % H, d) / nrm;
+    const double nrm = std::max(std::sqrt(ss), floor), k = head_scale(temp, nh % H, d) / nrm;
     norm[nh] = S(nrm);
     for (int64_t i = 0; i < d; ++i) y[nh * d + i] = S(double(xr[i]) * k);
   }
@@ -51,7 +53,7 @@ void norm_forward(S* y, S* norm, const S* x, const S* temp, NormDims D) {
 
 template <class S>
 void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, const S* temp,
-                   NormDims D) {
+                   NormDims D, double floor) {
   const int64_t H = D.H, d = D.d;
   std::vector<double> dots(dtemp ? D.N * H : 0);  // ⟨x̂, dy⟩ per (token, head), for dtemp
 #pragma omp parallel for schedule(static) if (D.N * H * d > kParallelMin)
@@ -64,8 +66,10 @@ void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, cons
     dot /= nrm;
     // dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩); dy is read before dx is written, so they may alias.
     const double k = head_scale(temp, nh % H, d) / nrm;
+    const bool clamped = floor > 0 && nrm <= floor;  // y = (s/floor)·x: linear
     for (int64_t i = 0; i < d; ++i)
-      dx[nh * d + i] = S(k * (double(dyr[i]) - double(xr[i]) / nrm * dot));
+      dx[nh * d + i] =
+          S(clamped ? k * double(dyr[i]) : k * (double(dyr[i]) - double(xr[i]) / nrm * dot));
     if (dtemp) dots[nh] = dot;
   }
   if (!dtemp) return;
@@ -79,17 +83,17 @@ void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, cons
 
 }  // namespace
 
-void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x,
-                          const Tensor& temp) {
+void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
+                          float floor) {
   check_float(x, y, norm, temp);
   const NormDims D = check_norm("l2norm_scale_forward", x, y, norm, temp);
   ZAYA_DISPATCH_FLOAT(
       x.dtype, norm_forward<scalar_t>(y.ptr<scalar_t>(), norm.ptr<scalar_t>(), x.ptr<scalar_t>(),
-                                      ptr_or_null<scalar_t>(temp), D));
+                                      ptr_or_null<scalar_t>(temp), D, double(floor)));
 }
 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
-                           const Tensor& norm, const Tensor& temp) {
+                           const Tensor& norm, const Tensor& temp, float floor) {
   check_float(x, dx, dtemp, dy, norm, temp);
   const NormDims D = check_norm("l2norm_scale_backward", x, dx, norm, temp);
   ZAYA_ASSERT(dy.defined(), "l2norm_scale_backward: missing dy");
@@ -100,7 +104,7 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
   ZAYA_DISPATCH_FLOAT(
       x.dtype, norm_backward<scalar_t>(dx.ptr<scalar_t>(), ptr_or_null<scalar_t>(dtemp),
                                        dy.ptr<scalar_t>(), x.ptr<scalar_t>(), norm.ptr<scalar_t>(),
-                                       ptr_or_null<scalar_t>(temp), D));
+                                       ptr_or_null<scalar_t>(temp), D, double(floor)));
 }
 
 }  // namespace zaya::ops::cpu

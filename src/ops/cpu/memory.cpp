@@ -69,6 +69,13 @@ void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream, double std) {
   for (int64_t i = 0; i < n; ++i) p[i] = float(std * rng.normal(uint64_t(i)));
 }
 
+void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
+  const int32_t* ch = choice.ptr<int32_t>();
+  float* p = v.ptr<float>();
+  for (int64_t n = 0; n < choice.numel(); ++n)
+    if (ch[n] == k) p[n] = 0.0f;
+}
+
 void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream, double a) {
   const int64_t n = t.numel();
   const CounterRng rng{seed, stream};
