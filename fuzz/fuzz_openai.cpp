@@ -22,7 +22,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
            : zaya::openai::parse_completion_request(body, m);
     } catch (const zaya::openai::ApiError& e) {
       if (e.status < 400 || e.status >= 500) std::abort();
-      (void)zaya::openai::error_body(e).dump();
+      // As the server sends it (a message may quote invalid UTF-8 from the body: replaced).
+      (void)zaya::openai::error_body(e).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
     }
   }
   return 0;
