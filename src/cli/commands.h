@@ -5,6 +5,15 @@
 
 namespace zaya::cli {
 
+// Numeric flag checks with a readable message (CLI11's PositiveNumber/NonNegativeNumber print
+// the largest double in full, 309 digits): "--rows-per-batch: -1 is not a number >= 0".
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
+// The one exit for a command line CLI11 rejects: prints "zaya: error: MESSAGE (see zaya ...
+// --help)" and returns 1; --help (and the like) prints the help and returns 0.
+int flag_error(const CLI::App& app, const CLI::ParseError& e);
+
 // A registered subcommand's body; runs after parsing succeeded. Returns the exit code.
 using Action = std::function<int()>;
 

@@ -78,9 +78,9 @@ Action add_data_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 0.999999));
   sub->add_option("--shard-tokens", args->opt.shard_tokens, "tokens per shard file")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--threads", args->opt.threads, "encoding threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   sub->add_flag("--no-bos", args->no_bos, "do not prepend BOS to each document");
   sub->add_flag("--quiet", args->opt.quiet, "no progress output");
   return [args] { return run_data_prepare(*args); };

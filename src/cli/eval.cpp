@@ -100,7 +100,7 @@ Action add_eval_command(CLI::App& app) {
   sub->add_option("--rows-per-batch", args->rows_per_batch,
                   "rows evaluated together (default: as many as fit in 2 GiB of activations; "
                   "results agree up to rounding)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   sub->add_flag("--quiet", args->quiet, "no progress output");
   return [args] { return run_eval(*args); };
 }

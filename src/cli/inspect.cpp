@@ -108,7 +108,7 @@ Action add_inspect_command(CLI::App& app) {
       "inspect", "Parameter counts, FLOPs per token and KV-cache size of a model or config");
   sub->add_option("path", args->path, "model directory or config.json")->required();
   sub->add_option("--seq-len", args->seq_len, "context length for the attention FLOPs")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_flag("--json", args->json, "print the figures as JSON");
   return [args] { return run_inspect(*args); };
 }

@@ -1,5 +1,5 @@
 // zaya: one binary, one subcommand per file in src/cli/. User errors (zaya::Error) print one
-// "zaya: error: …" line and exit 1; bad flags exit with CLI11's usage message.
+// "zaya: error: …" line and exit 1, and so do bad flags (flags.cpp).
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return zaya::cli::flag_error(app, e);
   }
   try {
     for (auto& [sub, act] : commands)

@@ -1,5 +1,6 @@
 // zaya serve --model DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
+//            [--request-timeout SECONDS]
 // The OpenAI-compatible server (infer/server.h, docs/serving.md). Prints one startup line on
 // stdout once it listens (with the real port, so --port 0 picks a free one):
 //   zaya serve: NAME (PARAMS params, DTYPE) on http://HOST:PORT — KV cache N bytes/token, max
@@ -32,6 +33,7 @@ struct ServeArgs {
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
+  double request_timeout = 10;
   bool bf16 = false;
 };
 
@@ -82,7 +84,8 @@ int run_serve(const ServeArgs& a) {
   so.host = a.host;
   so.port = a.port;
   so.http_threads =
-      a.http_threads > 0 ? a.http_threads : int(std::max<int64_t>(16, 2 * a.max_batch + 4));
+      a.http_threads > 0 ? a.http_threads : int(std::max<int64_t>(64, 2 * a.max_batch + 4));
+  so.request_timeout = std::chrono::milliseconds(int64_t(a.request_timeout * 1000));
   HttpServer server(engine, served, so);
   const int port = server.bind();
 
@@ -143,8 +146,13 @@ Action add_serve_command(CLI::App& app) {
   sub->add_option("--threads", a->threads, "compute threads (default: OpenMP's)")
       ->check(CLI::Range(0, 4096));
   sub->add_option("--http-threads", a->http_threads,
-                  "connections served at once (default: max(16, 2·max-batch + 4))")
+                  "connections served at once (default: max(64, 2·max-batch + 4))")
       ->check(CLI::Range(0, 4096));
+  sub->add_option("--request-timeout", a->request_timeout,
+                  "seconds a request may take to arrive, first byte to last (slow clients are "
+                  "cut off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");

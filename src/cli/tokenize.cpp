@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "data/tokenizer.h"
+#include "io/json_parse.h"
 
 namespace zaya::cli {
 
@@ -53,8 +54,8 @@ std::vector<int32_t> parse_ids(const std::string& s, const std::string& at, int6
   if (first != std::string::npos && s[first] == '[') {
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(s);
-    } catch (const nlohmann::json::exception&) {
+      j = parse_json(s);
+    } catch (const JsonError&) {
       fail("{}: not a JSON array of token ids", at);
     }
     for (const auto& v : j) {
@@ -88,8 +89,8 @@ std::vector<int32_t> parse_ids(const std::string& s, const std::string& at, int6
 std::string jsonl_text(const std::string& line, const std::string& at) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception&) {
+    j = parse_json(line);
+  } catch (const JsonError&) {
     fail("{}: not valid JSON (--jsonl wants one JSON string per line)", at);
   }
   if (j.is_string()) return j.get<std::string>();

@@ -77,14 +77,14 @@ Action add_tokenizer_train_command(CLI::App& app) {
   sub->add_option("--input", args->inputs, "text files (glob patterns; repeatable)")->required();
   sub->add_option("--vocab-size", args->vocab_size, "tokens in the vocabulary, exactly")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--out", args->out, "tokenizer.json to write")->required();
   sub->add_option("--min-frequency", args->opt.min_frequency,
                   "pairs seen fewer times are never merged (default 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_option("--max-token-chars", args->opt.max_token_chars,
                   "longest merged token, in characters (default 24)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   sub->add_flag("--quiet", args->quiet, "no progress output");
   return [args] { return run_train(*args); };
 }

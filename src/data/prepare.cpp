@@ -23,6 +23,7 @@
 #include "core/timer.h"
 #include "data/shards.h"
 #include "io/file.h"
+#include "io/json_parse.h"
 
 namespace zaya {
 
@@ -167,8 +168,8 @@ Encoded encode_piece(const Piece& piece, const std::string& path, const PrepareO
       where = fmt::format("{}:{}", path, line);
       nlohmann::json j;
       try {
-        j = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {
+        j = parse_json(text);
+      } catch (const JsonError& e) {
         fail("{}: not valid JSON ({})", where, e.what());
       }
       if (!j.is_object() || !j.contains("text") || !j["text"].is_string())

@@ -17,6 +17,7 @@
 
 #include "core/assert.h"
 #include "io/file.h"
+#include "io/json_parse.h"
 
 namespace zaya {
 
@@ -179,8 +180,8 @@ DatasetManifest read_manifest(const std::string& dir) {
          kManifestName);
   json j;
   try {
-    j = json::parse(read_text_file(path, "dataset manifest"));
-  } catch (const json::exception& e) {
+    j = parse_json(read_text_file(path, "dataset manifest"));
+  } catch (const JsonError& e) {
     fail("{}: not valid JSON: {}", path, e.what());
   }
   DatasetManifest m;

@@ -13,6 +13,7 @@
 
 #include "core/assert.h"
 #include "io/file.h"
+#include "io/json_parse.h"
 
 namespace zaya {
 
@@ -461,8 +462,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
   const std::string text = read_text_file(path, "tokenizer file");
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
+    j = parse_json(text);
+  } catch (const JsonError& e) {
     fail("{}: not valid JSON ({}); expected a Hugging Face tokenizer.json", path, e.what());
   }
   return from_json(j, path);

@@ -9,7 +9,10 @@
 #include <mutex>
 #include <optional>
 
+#include <unistd.h>
+
 #include "core/assert.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
 #include "infer/cache.h"
@@ -20,6 +23,13 @@
 namespace zaya {
 
 namespace {
+
+// Half the machine's physical memory (sysconf), or 1 GiB where it cannot be read.
+int64_t default_cache_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return int64_t(1) << 30;
+  return int64_t(pages) / 2 * int64_t(page);
+}
 
 struct Sequence {
   uint64_t id = 0;
@@ -68,6 +78,18 @@ Engine::Engine(const InferModel& model, const Tokenizer* tok, EngineOptions opt)
     : impl_(std::make_unique<Impl>(model, tok, opt)) {
   const int64_t limit = model.config().max_position_embeddings;
   if (opt.max_context <= 0 || opt.max_context > limit) impl_->opt.max_context = limit;
+  // One sequence's KV cache at the full context must fit the cache budget: a model that claims a
+  // context of 2^40 tokens is served with the context that fits (a request never allocates more).
+  const int64_t per_token = std::max<int64_t>(1, SequenceCache::bytes_per_token(model.config()));
+  const int64_t budget = opt.max_cache_bytes > 0 ? opt.max_cache_bytes : default_cache_budget();
+  const int64_t fits = std::max<int64_t>(1, budget / per_token);
+  if (impl_->opt.max_context > fits) {
+    log_info(
+        "engine: context lowered from {} to {} tokens (a sequence's KV cache, {} bytes/token, "
+        "within {} bytes)",
+        impl_->opt.max_context, fits, per_token, budget);
+    impl_->opt.max_context = fits;
+  }
   ZAYA_CHECK_INPUT(opt.max_batch >= 1, "max batch must be at least 1, not {}", opt.max_batch);
   ZAYA_CHECK_INPUT(opt.prefill_chunk >= 1, "prefill chunk must be at least 1, not {}",
                    opt.prefill_chunk);
@@ -92,7 +114,7 @@ uint64_t Engine::submit(GenerationRequest req, EventFn on_event) {
   for (int32_t id : req.prompt)
     if (id < 0 || id >= V) fail("prompt token id {} is outside the vocabulary [0, {})", id, V);
   const int64_t P = int64_t(req.prompt.size()), want = req.sampling.max_new_tokens;
-  if (P + want > ctx)
+  if (want > ctx - P)  // not P + want > ctx: that overflows for want near INT64_MAX
     fail("the prompt ({} tokens) plus max_new_tokens ({}) exceeds the context of {} tokens", P,
          want, ctx);
   if (!I.tok && !req.sampling.stop.empty())

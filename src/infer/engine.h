@@ -21,6 +21,9 @@ struct EngineOptions {
   int64_t max_batch = 8;        // sequences decoded together
   int64_t max_context = 0;      // prompt + generated tokens per sequence; 0 = the model's limit
   int64_t prefill_chunk = 512;  // prompt tokens per sequence per step (long prompts take several)
+  // Bytes one sequence's KV cache may take at most (0: half the physical memory); max_context is
+  // lowered to what fits.
+  int64_t max_cache_bytes = 0;
 };
 
 struct GenerationRequest {

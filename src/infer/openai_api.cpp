@@ -10,6 +10,7 @@
 
 #include "core/rng.h"
 #include "data/tokenizer.h"
+#include "io/json_parse.h"
 
 namespace zaya::openai {
 
@@ -43,6 +44,8 @@ std::optional<double> get_number(const json& j, const char* key) {
 std::optional<int64_t> get_integer(const json& j, const char* key) {
   if (!present(j, key)) return std::nullopt;
   const json& v = j[key];
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    bad(key, fmt::format("'{}' is too large: {} (at most {})", key, v.dump(), INT64_MAX));
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
       std::fabs(v.get<double>()) < 9e15)
@@ -60,8 +63,8 @@ std::optional<bool> get_bool(const json& j, const char* key) {
 json parse_object(std::string_view body) {
   json j;
   try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
+    j = parse_json(body);
+  } catch (const JsonError& e) {
     bad("", fmt::format("the request body is not valid JSON ({}); send a JSON object with "
                         "Content-Type: application/json",
                         e.what()));
@@ -117,7 +120,9 @@ SamplingParams parse_sampling(const json& j) {
   if (auto v = get_integer(j, "top_k")) s.top_k = *v;
   if (auto v = get_number(j, "min_p")) s.min_p = *v;
   if (auto v = get_number(j, "repetition_penalty")) s.repetition_penalty = *v;
-  if (auto v = get_integer(j, "seed")) {
+  if (present(j, "seed") && j["seed"].is_number_unsigned()) {
+    s.seed = j["seed"].get<uint64_t>();  // any 64-bit seed
+  } else if (auto v = get_integer(j, "seed")) {
     s.seed = uint64_t(*v);
   } else {
     static std::atomic<uint64_t> counter{std::random_device{}()};
@@ -169,11 +174,13 @@ void finish_sampling(ParsedRequest& r, const json& j, const ServedModel& m,
   if (r.gen.sampling.max_new_tokens < 0)
     bad(key,
         fmt::format("'{}' must be an integer ≥ 0, got {}", key, r.gen.sampling.max_new_tokens));
-  if (prompt_len + r.gen.sampling.max_new_tokens > m.max_context)
+  // Compared without forming prompt + max_tokens, which overflows for max_tokens near INT64_MAX.
+  if (r.gen.sampling.max_new_tokens > m.max_context - prompt_len)
     bad(key,
-        fmt::format("This model's maximum context length is {} tokens, but {} were requested "
-                    "({} in the prompt, {} for the completion); lower {} or shorten the prompt",
-                    m.max_context, prompt_len + r.gen.sampling.max_new_tokens, prompt_len,
+        fmt::format("This model's maximum context length is {} tokens, but {} + {} were "
+                    "requested ({} in the prompt, {} for the completion); lower {} or shorten "
+                    "the prompt",
+                    m.max_context, prompt_len, r.gen.sampling.max_new_tokens, prompt_len,
                     r.gen.sampling.max_new_tokens, key),
         "context_length_exceeded");
   if (auto inv = r.gen.sampling.check()) {
@@ -273,7 +280,20 @@ std::string chat_prompt_text(const json& messages) {
   return text + "Assistant:";
 }
 
-ParsedRequest parse_completion_request(std::string_view body, const ServedModel& m) {
+namespace {
+
+// A JSON value of an unexpected type deep inside a field (nlohmann's type_error from value(), at(),
+// get<>) is the client's fault too: 400, never the server's 500.
+template <class F>
+ParsedRequest guarded(F&& parse) {
+  try {
+    return parse();
+  } catch (const json::exception& e) {
+    bad("", fmt::format("the request does not have the expected shape ({})", e.what()));
+  }
+}
+
+ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   const json j = parse_object(body);
   check_model(j, m);
   reject_unsupported(j, Endpoint::Completions);
@@ -285,7 +305,7 @@ ParsedRequest parse_completion_request(std::string_view body, const ServedModel&
   return r;
 }
 
-ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m) {
+ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   const json j = parse_object(body);
   check_model(j, m);
   reject_unsupported(j, Endpoint::Chat);
@@ -297,6 +317,16 @@ ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m) {
   r.gen.sampling.stop.push_back(kChatStop);
   finish_sampling(r, j, m, m.max_context);
   return r;
+}
+
+}  // namespace
+
+ParsedRequest parse_completion_request(std::string_view body, const ServedModel& m) {
+  return guarded([&] { return completion_request(body, m); });
+}
+
+ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m) {
+  return guarded([&] { return chat_request(body, m); });
 }
 
 std::string new_response_id(Endpoint e) {

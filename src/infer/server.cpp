@@ -15,6 +15,7 @@
 
 #include "core/assert.h"
 #include "infer/engine.h"
+#include "infer/http_guard.h"
 
 namespace zaya {
 
@@ -53,7 +54,7 @@ struct HttpServer::Impl {
   Engine& engine;
   openai::ServedModel model;
   ServerOptions opt;
-  httplib::Server http;
+  GuardedHttpServer http;
   int64_t created = unix_now();
 
   mutable std::mutex mu;
@@ -62,7 +63,11 @@ struct HttpServer::Impl {
   bool stopping = false;
 
   Impl(Engine& e, openai::ServedModel m, ServerOptions o)
-      : engine(e), model(std::move(m)), opt(std::move(o)) {}
+      : engine(e),
+        model(std::move(m)),
+        opt(std::move(o)),
+        http(ConnectionLimits{std::max(1, opt.http_threads), opt.request_timeout,
+                              opt.keep_alive_timeout}) {}
 
   // Queues the request; on_event fills the channel. Returns the engine id.
   uint64_t submit(GenerationRequest gen, const std::shared_ptr<Channel>& ch) {
@@ -209,6 +214,7 @@ struct HttpServer::Impl {
       r.set_content(dump({{"status", "ok"},
                           {"model", model.id},
                           {"in_flight", count()},
+                          {"connections", http.open_connections()},
                           {"prompt_tokens", st.prompt_tokens},
                           {"generated_tokens", st.decode_tokens}}),
                     "application/json");
@@ -271,8 +277,8 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(Engine& engine, openai::ServedModel model, ServerOptions opt)
     : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(opt))) {
   Impl& s = *impl_;
-  const int threads = std::max(1, s.opt.http_threads);
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  s.http.set_keep_alive_timeout(std::max<time_t>(
+      1, std::chrono::ceil<std::chrono::seconds>(s.opt.keep_alive_timeout).count()));
   s.http.set_payload_max_length(s.opt.max_body_bytes);
   s.http.set_tcp_nodelay(true);  // SSE deltas are small; send each at once
   // httplib's default adds SO_REUSEPORT, which lets a second server bind a port already in use;
@@ -300,6 +306,7 @@ int HttpServer::bind() {
         "another --port or --host",
         s.opt.host, port);
   }
+  s.http.widen_backlog();
   return port;
 }
 

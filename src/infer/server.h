@@ -6,13 +6,15 @@
 // model or route, 405 wrong method, 413 body over the limit, 500 an internal failure; the server
 // keeps serving after each.
 //
-// Threads: httplib's pool runs one connection per thread (so the pool is sized well above the
-// engine's batch); the engine runs on a thread the caller owns (Engine::run). A request's events
+// Threads: one per connection (http_guard.h: started on demand up to http_threads, sized well
+// above the engine's batch; slow, idle and silent connections are cut off so they cannot hold
+// them); the engine runs on a thread the caller owns (Engine::run). A request's events
 // come from the engine thread through a per-request queue: a non-streaming handler waits for the
 // last one; a streaming one (SSE, `data: {json}\n\n` … `data: [DONE]\n\n`) is an httplib chunked
 // content provider that drains the queue as tokens arrive. A client that goes away (a failed
 // write) has its request cancelled in the engine, so it stops taking a batch slot.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,8 +29,13 @@ class Engine;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (bind() returns it)
-  int http_threads = 16;                    // connections served at once
+  int http_threads = 64;                    // connections served at once (more wait; see below)
   size_t max_body_bytes = size_t(8) << 20;  // larger request bodies get 413
+  // A request must arrive whole (line, headers, body) within request_timeout of its first byte (a
+  // connection that sends nothing is closed after it too); an idle keep-alive connection is
+  // closed after keep_alive_timeout, or after 0.2 s while other connections wait for a thread.
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds keep_alive_timeout{5000};
 };
 
 class HttpServer {

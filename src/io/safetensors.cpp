@@ -5,6 +5,7 @@
 #include "io/safetensors.h"
 
 #include "io/file.h"
+#include "io/json_parse.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -163,8 +164,8 @@ void SafeTensors::add_file(const std::string& path) {
 
   json header;
   try {
-    header = json::parse(bytes + 8, bytes + 8 + header_len);
-  } catch (const json::exception& e) {
+    header = parse_json(std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_len));
+  } catch (const JsonError& e) {
     fail("{}: header is not valid JSON: {}", path, e.what());
   }
   if (!header.is_object()) fail("{}: header is not a JSON object", path);
@@ -249,8 +250,8 @@ SafeTensors SafeTensors::open_dir(const std::string& dir) {
   {
     const std::string text = read_text_file(index_path, "index");
     try {
-      index = json::parse(text);
-    } catch (const json::exception& e) {
+      index = parse_json(text);
+    } catch (const JsonError& e) {
       fail("{}: not valid JSON: {}", index_path, e.what());
     }
   }

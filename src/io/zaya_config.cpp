@@ -11,8 +11,10 @@
 
 #include "core/assert.h"
 #include "io/config_fields.h"
+#include "io/config_limits.h"
 #include "io/file.h"
 #include "io/hf_native_config.h"
+#include "io/json_parse.h"
 
 namespace zaya {
 
@@ -242,6 +244,7 @@ void validate_extra(const ZayaConfig& c) {
 }  // namespace
 
 void validate_config(const ZayaConfig& c) {
+  check_config_limits(c);  // bounds first: the checks below form products of these sizes
   const int64_t D = c.hidden_size, V = c.vocab_size, Nh = c.num_attention_heads,
                 Hk = c.num_key_value_heads, L = c.num_layers();
   check_positive("hidden_size", double(D));
@@ -477,8 +480,8 @@ ZayaConfig load_config(const std::string& path, ConfigSchema* schema) {
   const std::string text = read_text_file(path, "config file");
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
+    j = parse_json(text);
+  } catch (const JsonError& e) {
     fail("{}: invalid JSON: {}", path, e.what());
   }
   try {

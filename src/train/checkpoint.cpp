@@ -3,6 +3,7 @@
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "core/timer.h"
 #include "dist/group.h"
 #include "io/file.h"
+#include "io/json_parse.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "io/zaya_config.h"
@@ -187,8 +189,8 @@ std::string config_difference(const ZayaConfig& a, const ZayaConfig& b) {
 
 json parse_json_or_fail(const std::string& text, const std::string& what) {
   try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
+    return parse_json(text);
+  } catch (const JsonError& e) {
     fail("{}: not valid JSON: {}", what, e.what());
   }
 }
@@ -332,8 +334,8 @@ std::string read_manifest(const std::string& dir,
   if (!fs::exists(path, ec)) return fmt::format("{}: missing (torn checkpoint)", path);
   json j;
   try {
-    j = json::parse(read_text_file(path, "checkpoint manifest"));
-  } catch (const json::exception& e) {
+    j = parse_json(read_text_file(path, "checkpoint manifest"));
+  } catch (const JsonError& e) {
     return fmt::format("{}: not valid JSON: {}", path, e.what());
   } catch (const Error& e) {
     return e.what();
@@ -570,6 +572,114 @@ std::string find_latest_valid_checkpoint(const std::string& root) {
     log_info("warning: skipping checkpoint {}: {}", path, why);
   }
   return "";
+}
+
+std::string find_resume_checkpoint(const std::string& root) {
+  const std::string latest = find_latest_valid_checkpoint(root);
+  if (!latest.empty()) return latest;
+  const auto all = list_checkpoints(root);
+  if (!all.empty())
+    fail(
+        "{}: {} checkpoint(s) (newest {}) but none verifies (see the warnings above); refusing to "
+        "start from step 0 and overwrite them: repair or move them away, or set resume = \"none\" "
+        "to train from scratch",
+        root, all.size(), all.front().second);
+  return "";
+}
+
+namespace {
+
+// ".tmp_step_00000042_123" / ".old_step_00000042_123" → ("step_00000042", 123); pid -1 otherwise.
+std::pair<std::string, int64_t> parse_temp_name(const std::string& name,
+                                                const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0) return {"", -1};
+  const size_t us = name.rfind('_');
+  if (us == std::string::npos || us <= prefix.size()) return {"", -1};
+  const std::string step_name = name.substr(prefix.size(), us - prefix.size());
+  int64_t pid = -1;
+  const char* b = name.data() + us + 1;
+  const char* e = name.data() + name.size();
+  auto [ptr, err] = std::from_chars(b, e, pid);
+  if (err != std::errc() || ptr != e || pid <= 0 || parse_step_name(step_name) < 0) return {"", -1};
+  return {step_name, pid};
+}
+
+// True when process `pid` runs (on this machine) and is not this process.
+bool other_process_alive(int64_t pid) {
+  if (pid == int64_t(::getpid())) return false;
+  return ::kill(pid_t(pid), 0) == 0 || errno == EPERM;
+}
+
+uint64_t tree_bytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec))
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  return bytes;
+}
+
+}  // namespace
+
+int remove_stale_checkpoint_temps(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return 0;
+  std::vector<fs::path> entries;
+  for (auto it = fs::directory_iterator(root, ec); !ec && it != fs::end(it); it.increment(ec))
+    entries.push_back(it->path());
+  int removed = 0;
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    for (const char* prefix : {".tmp_", ".old_"}) {
+      const auto [step_name, pid] = parse_temp_name(name, prefix);
+      if (pid < 0 || !fs::is_directory(p, ec)) continue;
+      if (other_process_alive(pid)) {
+        log_info("warning: leaving {}: process {} (its writer?) is still running", p.string(), pid);
+        continue;
+      }
+      const fs::path final_dir = fs::path(root) / step_name;
+      if (std::string(prefix) == ".old_" && !fs::exists(final_dir, ec)) {
+        // Killed between moving the old copy aside and renaming the new one into place.
+        fs::rename(p, final_dir, ec);
+        if (!ec) {
+          log_info("checkpoint: restored {} from {} (a replacement was interrupted)",
+                   final_dir.string(), name);
+          continue;
+        }
+      }
+      const uint64_t bytes = tree_bytes(p.string());
+      remove_all_quietly(p.string());
+      log_info("checkpoint: removed {} ({} bytes) left by an interrupted write", p.string(), bytes);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+void check_trainer_state(const nlohmann::json& s, const std::string& dir) {
+  const std::string path = dir + "/trainer_state.json";
+  constexpr int64_t kMaxStep = int64_t(1) << 53;
+  auto get = [&](const char* key, int64_t lo, int64_t hi, bool required) -> int64_t {
+    if (!s.contains(key)) {
+      if (required) fail("{}: \"{}\" is missing", path, key);
+      return lo;
+    }
+    const json& v = s[key];
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(hi)) ||
+        v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      fail("{}: \"{}\" is {} (expected an integer in [{}, {}])", path, key, v.dump(), lo, hi);
+    return v.get<int64_t>();
+  };
+  if (!s.is_object()) fail("{}: expected a JSON object", path);
+  const int64_t step = get("step", 0, kMaxStep, true);
+  const int64_t named = parse_step_name(fs::path(dir).filename().string());
+  if (named >= 0 && named != step)
+    fail("{}: \"step\" is {} but the directory is {} (a checkpoint of step {})", path, step,
+         fs::path(dir).filename().string(), named);
+  get("optimizer_steps", 0, kMaxStep, true);
+  get("skipped", 0, step, false);
+  get("world_size", 1, int64_t(1) << 24, false);
+  get("global_batch_rows", 1, int64_t(1) << 40, false);
 }
 
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,

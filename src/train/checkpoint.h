@@ -84,6 +84,25 @@ std::string verify_checkpoint(const std::string& dir);
 // one and why. "" if there is none (or root does not exist).
 std::string find_latest_valid_checkpoint(const std::string& root);
 
+// resume = "auto": find_latest_valid_checkpoint, except that a root holding step_* directories
+// none of which verifies is a zaya::Error (training from step 0 would overwrite them); "" only
+// when root holds no checkpoint at all.
+std::string find_resume_checkpoint(const std::string& root);
+
+// At start-up: removes the .tmp_step_* directories (and .old_step_* copies) under root that
+// writers no longer running left behind (a kill mid-write), logging each with its size; an
+// .old_step_N copy whose step_N is missing (killed mid-replacement) is renamed back instead. A
+// directory whose writer (by the pid in its name) still runs is left alone. Returns the number
+// removed.
+int remove_stale_checkpoint_temps(const std::string& root);
+
+// Range checks of a training run's trainer_state.json (the trainer runs them after
+// load_checkpoint, which treats the state as opaque): step in
+// [0, 2^53] and equal to the directory's step, optimizer_steps in [0, 2^53], skipped in
+// [0, step],
+// world_size and global_batch_rows positive. zaya::Error naming the file and the key.
+void check_trainer_state(const nlohmann::json& state, const std::string& dir);
+
 // Verifies `dir` (zaya::Error naming the bad file otherwise), loads the weights into m (the
 // checkpoint's config must equal m's: a mismatch names the differing fields), parses
 // trainer_state.json and copies the optimizer state bit for bit into the destination's slices,

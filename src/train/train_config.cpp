@@ -257,13 +257,15 @@ std::string range_text(const Range& r) {
 
 void validate_train_config(const TrainConfig& c) {
   for (const TrainField& f : train_fields()) {
-    if (!f.range) continue;
     std::visit(
         [&](auto ptr) {
           const auto& v = ref(c, ptr);
           using T = std::remove_cvref_t<decltype(v)>;
+          // Every real-valued key finite (optim.lr = inf would run, and end NaN with exit 0).
+          if constexpr (std::is_same_v<T, double>)
+            if (!std::isfinite(v)) fail("key '{}' must be a finite number, got {}", f.key, v);
           if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>)
-            if (!in_range(double(v), *f.range))
+            if (f.range && !in_range(double(v), *f.range))
               fail("key '{}' must be {}, got {}", f.key, range_text(*f.range), v);
         },
         f.ptr);

@@ -25,6 +25,7 @@
 #include "train/async_writer.h"
 #include "train/balance.h"
 #include "train/checkpoint.h"
+#include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 
@@ -109,12 +110,19 @@ std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
   if (cfg.resume == "none") return "";
   if (cfg.resume != "auto") return cfg.resume;
   if (cfg.checkpoint_dir.empty()) return "";
-  double step = -1;
+  double step = -1;  // -2: rank 0 refused (checkpoints exist, none verifies)
+  std::string refused;
   if (group.rank() == 0) {
-    const std::string latest = find_latest_valid_checkpoint(cfg.checkpoint_dir);
-    if (!latest.empty()) step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
+    try {
+      const std::string latest = find_resume_checkpoint(cfg.checkpoint_dir);
+      if (!latest.empty())
+        step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
+    } catch (const Error& e) {
+      step = -2, refused = e.what();
+    }
   }
   group.broadcast(Tensor(&step, {1}), 0);
+  if (step == -2) fail("{}", group.rank() == 0 ? refused : "rank 0 found no checkpoint to resume");
   return step < 0 ? "" : cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
 }
 
@@ -168,7 +176,7 @@ struct Trainer::Impl {
   bool has_val = false;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<AsyncCheckpointWriter> async_writer;
-  std::ofstream metrics;
+  MetricsLog metrics;
   double flops_per_token = 0, sgemm_rate = 0;
 
   std::optional<Activations> acts;
@@ -207,6 +215,7 @@ struct Trainer::Impl {
 
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
+  if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
   const std::string resume_dir = pick_resume_dir(cfg, group);
   model = make_model(cfg, resume_dir);
   model->zero_grads();
@@ -233,13 +242,8 @@ void Trainer::Impl::setup() {
       sgemm_rate / 1e9);
   log_setup();
 
-  if (!cfg.metrics.empty() && rank == 0) {
-    const fs::path parent = fs::path(cfg.metrics).parent_path();
-    std::error_code ec;
-    if (!parent.empty()) fs::create_directories(parent, ec);
-    metrics.open(cfg.metrics, std::ios::app);
-    if (!metrics) fail("cannot open metrics file {}", cfg.metrics);
-  }
+  // Cut back to the resumed step: every step once, even after a resume.
+  if (!cfg.metrics.empty() && rank == 0) metrics = MetricsLog(cfg.metrics, state.step);
   if (!cfg.checkpoint_dir.empty() && cfg.async_checkpoint) {
     async_writer =
         std::make_unique<AsyncCheckpointWriter>(group, cfg.checkpoint_dir, int(cfg.keep_last));
@@ -283,6 +287,7 @@ void Trainer::Impl::open_data() {
 void Trainer::Impl::resume_from(const std::string& dir) {
   nlohmann::json j;
   load_checkpoint(dir, *model, j, optim->state_to_load());
+  check_trainer_state(j, dir);
   const TrainerState saved = j.get<TrainerState>();
   state.step = saved.step;
   state.optimizer_steps = saved.optimizer_steps;
@@ -432,7 +437,7 @@ void Trainer::Impl::after_step(const StepResult& r) {
                               {"skipped", state.skipped},
                               {"expert_load_entropy", r.expert_load_entropy},
                               {"time", wall.seconds()}};
-    metrics << j.dump() << "\n" << std::flush;
+    metrics.append(j);
   }
   stopped = r.step == opt.stop_at_step;
   const bool last = r.step == cfg.steps;

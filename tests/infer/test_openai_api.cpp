@@ -211,3 +211,32 @@ TEST(OpenAiFormat, ResponsesChunksAndEvents) {
   EXPECT_EQ(new_response_id(Endpoint::Chat).rfind("chatcmpl-", 0), 0u);
   EXPECT_NE(new_response_id(Endpoint::Chat), new_response_id(Endpoint::Chat));
 }
+
+// The probe's request-killers (issue 12): each is a 400 in OpenAI's shape, never a crash or a 500.
+TEST(OpenAiParse, HostileRequestsAre400s) {
+  // max_tokens near INT64_MAX: prompt + max_tokens overflowed the context check.
+  expect_rejected(R"({"prompt":"x","max_tokens":9223372036854775807})", 400, "max_tokens",
+                  "context_length_exceeded");
+  expect_rejected(
+      R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9223372036854775807})", 400,
+      "max_tokens", "context_length_exceeded", true);
+  expect_rejected(R"({"prompt":"x","max_tokens":18446744073709551615})", 400, "max_tokens");
+  expect_rejected(R"({"prompt":"x","max_tokens":-9223372036854775808})", 400, "max_tokens");
+  expect_rejected(R"({"prompt":"x","max_tokens":1e300})", 400, "max_tokens");
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x","seed":18446744073709551615})", served())
+                .gen.sampling.seed,
+            UINT64_MAX);
+  // A number that overflows a double.
+  expect_rejected(R"({"prompt":"x","temperature":1e309})", 400, "");
+  // Nested a million deep, in the prompt and in max_tokens.
+  expect_rejected(
+      R"({"prompt":)" + std::string(1'000'000, '[') + "1" + std::string(1'000'000, ']') + "}", 400,
+      "");
+  expect_rejected(R"({"prompt":"x","max_tokens":)" + std::string(100'000, '[') + "}", 400, "");
+  // Wrongly typed values deep inside (nlohmann's type errors).
+  expect_rejected(R"({"prompt":"x","response_format":{"type":5}})", 400, "");
+  expect_rejected(R"({"messages":[{"role":"user","content":[{"type":7,"text":"a"}]}]})", 400, "",
+                  "", true);
+  expect_rejected(R"({"messages":[{"role":"assistant","content":[{"type":"text","text":1}]}]})",
+                  400, "messages[0].content", "", true);
+}

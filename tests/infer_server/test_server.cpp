@@ -5,11 +5,17 @@
 // streams each equal to its sequential answer, a client that disconnects mid-stream being
 // cancelled — then with the official `openai` npm client (skipped without node or the package:
 // scripts/fetch_openai_npm.sh), and finally SIGTERM → exit 0.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -66,7 +72,8 @@ class ServeTest : public ::testing::Test {
       freopen(out.c_str(), "w", stdout);
       freopen(err.c_str(), "w", stderr);
       execl(ZAYA_BINARY, ZAYA_BINARY, "serve", "--model", model_dir.c_str(), "--port", "0",
-            "--max-context", "2048", "--max-batch", "8", "--threads", "1", (char*)nullptr);
+            "--max-context", "2048", "--max-batch", "8", "--threads", "1", "--request-timeout", "3",
+            (char*)nullptr);
       _exit(127);
     }
     // Wait for the startup line (the model loads in well under a second).
@@ -284,6 +291,159 @@ TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
   expect_error(request("GET", "/v1/completions"), 405);
   expect_error(request("POST", "/health", "{}"), 405);
   expect_error(request("POST", "/v1/completions", std::string(9 << 20, ' ')), 413);
+}
+
+// The probe's request-killers (issue 12): each a 400, the server still up.
+TEST_F(ServeTest, HostileRequestsAre400sAndTheServerStaysUp) {
+  expect_error(
+      request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":9223372036854775807})"), 400,
+      "max_tokens", "context_length_exceeded");
+  expect_error(
+      request("POST", "/v1/chat/completions",
+              R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":9223372036854775000})"),
+      400, "max_tokens", "context_length_exceeded");
+  expect_error(request("POST", "/v1/completions", R"({"prompt":"x","temperature":1e309})"), 400);
+  expect_error(
+      request("POST", "/v1/completions", R"({"prompt":)" + std::string(1'000'000, '[') + "}"), 400);
+  expect_error(request("POST", "/v1/completions", R"({"prompt":"x","response_format":{"type":5}})"),
+               400);
+  // The longest path httplib takes, through the /v1/models/(.+) route's regex.
+  expect_error(request("GET", "/v1/models/" + std::string(8000, 'm')), 404, "model",
+               "model_not_found");
+}
+
+// A raw loopback TCP connection to the server (for slow and idle clients).
+int connect_to(const std::string& base) {
+  const int port = std::stoi(base.substr(base.rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True once the server has closed `fd` (recv returns 0 or fails).
+bool closed_by_server(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// 40 slow-loris clients (a request trickled in a byte every 0.25 s) and 300 connections that send
+// nothing: /health answers within 2 s throughout and a completion is served correctly; the slow
+// requests are cut off at the request deadline (--request-timeout 3).
+TEST_F(ServeTest, SlowLorisAndIdleFloodDoNotStarveOthers) {
+  const std::string expected = greedy_completion("Slow and steady", 5);
+  const std::string slow_request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 20\r\n\r\n{\"prompt\": \"x\"}";
+  std::vector<int> slow, idle;
+  for (int i = 0; i < 40; ++i) slow.push_back(connect_to(base));
+  for (int fd : slow) ASSERT_GE(fd, 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> done{false};
+  std::vector<double> cut_at(slow.size(), -1);
+  std::thread trickle([&] {
+    for (size_t byte = 0; !done.load() && seconds_since(start) < 8; ++byte) {
+      for (size_t k = 0; k < slow.size(); ++k) {
+        if (cut_at[k] >= 0) continue;
+        if (closed_by_server(slow[k]) ||
+            send(slow[k], &slow_request[byte % slow_request.size()], 1, MSG_NOSIGNAL) != 1)
+          cut_at[k] = seconds_since(start);
+      }
+      if (std::all_of(cut_at.begin(), cut_at.end(), [](double t) { return t >= 0; })) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  });
+  for (int i = 0; i < 300; ++i) idle.push_back(connect_to(base));
+  std::printf("slow-loris: 40 slow + 300 silent connections open after %.3f s\n",
+              seconds_since(start));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int round = 0; round < 3; ++round) {
+    const auto t = std::chrono::steady_clock::now();
+    const Http h = request("GET", "/health", "", "--max-time 5");
+    const double took = seconds_since(t);
+    EXPECT_EQ(h.status, 200) << "round " << round;
+    EXPECT_LT(took, 2.0) << "round " << round;
+    std::printf("slow-loris: /health answered in %.3f s (round %d)\n", took, round);
+  }
+  EXPECT_EQ(greedy_completion("Slow and steady", 5), expected);
+  trickle.join();
+  done = true;
+  for (size_t k = 0; k < slow.size(); ++k) {
+    EXPECT_GE(cut_at[k], 2.5) << "slow client " << k << " cut off before the deadline";
+    EXPECT_GT(cut_at[k], 0) << "slow client " << k << " still connected after 8 s";
+    EXPECT_LT(cut_at[k], 6.0) << "slow client " << k;
+  }
+  std::printf("slow-loris: %zu slow clients cut off between %.2f and %.2f s\n", slow.size(),
+              *std::min_element(cut_at.begin(), cut_at.end()),
+              *std::max_element(cut_at.begin(), cut_at.end()));
+  for (int fd : slow) close(fd);
+  for (int fd : idle)
+    if (fd >= 0) close(fd);
+  EXPECT_EQ(request("GET", "/health").status, 200);
+}
+
+// Endless headers, sent fast: cut off at 1 MiB (beyond the body limit) instead of buffered without
+// bound; keep-alive requests pipelined on one connection are each answered.
+TEST_F(ServeTest, HeaderFloodIsCutOffAndPipelinedRequestsAreServed) {
+  const int fd = connect_to(base);
+  ASSERT_GE(fd, 0);
+  const std::string start = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  ASSERT_EQ(send(fd, start.data(), start.size(), MSG_NOSIGNAL), ssize_t(start.size()));
+  const std::string line = "X-Pad: " + std::string(100, 'p') + "\r\n";
+  size_t sent = 0;
+  bool cut = false;
+  for (int i = 0; i < 200000 && !cut; ++i) {  // up to 21 MB
+    pollfd p{fd, POLLOUT, 2000};
+    if (poll(&p, 1, 2000) <= 0 || send(fd, line.data(), line.size(), MSG_NOSIGNAL) <= 0)
+      cut = true;
+    else
+      sent += line.size();
+    if (i % 1000 == 0 && closed_by_server(fd)) cut = true;
+  }
+  close(fd);
+  EXPECT_TRUE(cut) << "the server read " << sent << " bytes of headers";
+  EXPECT_LT(sent, size_t(16) << 20);
+  std::printf("header flood: cut off after %zu bytes sent\n", sent);
+
+  const int k = connect_to(base);
+  ASSERT_GE(k, 0);
+  std::string two;
+  for (int i = 0; i < 2; ++i) two += "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(k, two.data(), two.size(), MSG_NOSIGNAL), ssize_t(two.size()));
+  std::string got;
+  char buf[4096];
+  for (int i = 0; i < 50; ++i) {
+    pollfd p{k, POLLIN, 100};
+    if (poll(&p, 1, 100) > 0) {
+      const ssize_t n = recv(k, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, size_t(n));
+    }
+    size_t count = 0;
+    for (size_t at = got.find("HTTP/1.1 200"); at != std::string::npos;
+         at = got.find("HTTP/1.1 200", at + 1))
+      ++count;
+    if (count == 2) break;
+  }
+  close(k);
+  size_t count = 0;
+  for (size_t at = got.find("HTTP/1.1 200"); at != std::string::npos;
+       at = got.find("HTTP/1.1 200", at + 1))
+    ++count;
+  EXPECT_EQ(count, 2u) << got;
+  EXPECT_EQ(request("GET", "/health").status, 200);
 }
 
 TEST_F(ServeTest, ConcurrentStreamsMatchSequentialAnswers) {

@@ -9,6 +9,7 @@
 
 #include "data/prepare.h"
 #include "test_util.h"
+#include "train/train_config.h"
 
 namespace zaya::test {
 
@@ -34,6 +35,31 @@ inline std::string make_tiny_dataset(const ScratchDir& dir) {
     return ids;
   });
   return dir / "shards";
+}
+
+// A 20-step run of configs/tiny.json on `shards`: metrics and checkpoints (synchronous, saved
+// only at the end) named after `name` under dir.
+inline TrainConfig tiny_run(const ScratchDir& dir, const std::string& name,
+                            const std::string& shards) {
+  TrainConfig c;
+  c.model_config = std::string(ZAYA_TEST_DATA) + "/configs/tiny.json";
+  c.dataset = shards;
+  c.seq_len = 16;
+  c.micro_batch = 4;
+  c.grad_accum = 2;
+  c.steps = 20;
+  c.optim.warmup = 3;
+  c.optim.lr = 3e-3;
+  c.optim.min_lr = 3e-4;
+  c.eval_every = 0;
+  c.eval_batches = 2;
+  c.log_every = 5;
+  c.metrics = dir / (name + ".jsonl");
+  c.checkpoint_dir = dir / (name + "_ckpt");
+  c.checkpoint_every = 0;
+  c.async_checkpoint = false;
+  c.keep_last = 0;
+  return c;
 }
 
 }  // namespace zaya::test
