@@ -20,6 +20,7 @@
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "train_loop/tiny_data.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -36,20 +37,7 @@ std::string make_small_dataset(const ScratchDir& dir) {
     std::ofstream f(dir / ("docs/" + std::to_string(d) + ".txt"));
     for (int i = 0; i < 4; ++i) f << "the quick brown " << char('a' + (d * 5 + i) % 26) << " ";
   }
-  PrepareOptions opt;
-  opt.inputs = {dir / "docs/*.txt"};
-  opt.out_dir = dir / "shards";
-  opt.vocab_size = 512;
-  opt.eos_id = 1;
-  opt.bos_id = 2;
-  opt.val_fraction = 0;
-  opt.quiet = true;
-  prepare_shards(opt, [](std::string_view text) {
-    std::vector<int32_t> ids;
-    for (unsigned char ch : text) ids.push_back(int32_t(ch));
-    return ids;
-  });
-  return dir / "shards";
+  return byte_shards(dir, 0);
 }
 
 TrainConfig balance_run(const ScratchDir& dir, const std::string& shards, int64_t rows) {

@@ -13,6 +13,25 @@
 
 namespace zaya::test {
 
+// Shards of the text files dir/docs/*.txt, tokenised byte by byte (ids < 256 < V = 512 of
+// tiny.json), under dir/shards (returned).
+inline std::string byte_shards(const ScratchDir& dir, double val_fraction) {
+  PrepareOptions opt;
+  opt.inputs = {dir / "docs/*.txt"};
+  opt.out_dir = dir / "shards";
+  opt.vocab_size = 512;
+  opt.eos_id = 1;
+  opt.bos_id = 2;
+  opt.val_fraction = val_fraction;
+  opt.quiet = true;
+  prepare_shards(opt, [](std::string_view text) {
+    std::vector<int32_t> ids;
+    for (unsigned char ch : text) ids.push_back(int32_t(ch));
+    return ids;
+  });
+  return dir / "shards";
+}
+
 // Writes the documents and their shards under dir; returns the shard directory.
 inline std::string make_tiny_dataset(const ScratchDir& dir) {
   namespace fs = std::filesystem;
@@ -21,20 +40,7 @@ inline std::string make_tiny_dataset(const ScratchDir& dir) {
     std::ofstream f(dir / ("docs/" + std::to_string(1000 + d) + ".txt"));
     for (int i = 0; i < 12; ++i) f << "abcdefgh" << char('i' + (d + i) % 8) << " ";
   }
-  PrepareOptions opt;
-  opt.inputs = {dir / "docs/*.txt"};
-  opt.out_dir = dir / "shards";
-  opt.vocab_size = 512;
-  opt.eos_id = 1;
-  opt.bos_id = 2;
-  opt.val_fraction = 0.1;
-  opt.quiet = true;
-  prepare_shards(opt, [](std::string_view text) {
-    std::vector<int32_t> ids;
-    for (unsigned char ch : text) ids.push_back(int32_t(ch));
-    return ids;
-  });
-  return dir / "shards";
+  return byte_shards(dir, 0.1);
 }
 
 // A 20-step run of configs/tiny.json on `shards`: metrics and checkpoints (synchronous, saved
