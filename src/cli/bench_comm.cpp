@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <string>
 
+#include "bench/comm.h"
 #include "cli/commands.h"
 #include "core/assert.h"
-#include "bench/comm.h"
 #include "dist/group.h"
 
 namespace zaya::cli {

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/bandwidth.h"
 #include "cli/commands.h"
 #include "core/assert.h"
-#include "bench/bandwidth.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "infer/cache.h"

@@ -10,8 +10,8 @@
 #include <numeric>
 #include <vector>
 
-#include "core/assert.h"
 #include "bench/comm.h"
+#include "core/assert.h"
 #include "dist/group.h"
 
 using namespace zaya;
