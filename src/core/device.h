@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace zaya {
@@ -30,8 +31,19 @@ void* alloc(size_t bytes);
 // Releases alloc's memory (null is a no-op).
 void free(void* p) noexcept;
 void fill_zero(void* p, size_t bytes);
-// Copies between any two devices; at least one side is Device::Gpu.
+// Copies between any two devices; at least one side is Device::Gpu. Returns once the bytes are
+// at dst (the host may then read or free its side).
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// Waits until every GPU operation issued so far has finished (timing, benchmarks).
+void synchronize();
+// Whether this build has a GPU backend and a device to run it on (false in a CPU-only build, or
+// where the driver reports no device). Never throws; tests labelled `gpu` skip when false.
+bool available() noexcept;
+// One line: the device in use ("NVIDIA H200, 132 SMs, 139.8 GiB, CUDA 13.0") or why there is
+// none ("this build has no GPU backend", "no CUDA device: …").
+std::string describe();
+// The caching allocator's figures: in use, cached, peak, device total/free.
+std::string memory_report();
 }  // namespace gpu
 
 }  // namespace zaya

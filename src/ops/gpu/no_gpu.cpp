@@ -35,6 +35,22 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   no_gpu("copying GPU memory");
 }
 
+void synchronize() {
+  no_gpu("waiting for the GPU");
+}
+
+bool available() noexcept {
+  return false;
+}
+
+std::string describe() {
+  return "this build has no GPU backend (configure with -DZAYA_GPU=CUDA or HIP)";
+}
+
+std::string memory_report() {
+  return "GPU memory: none (this build has no GPU backend)";
+}
+
 }  // namespace gpu
 
 namespace ops::gpu {
