@@ -7,7 +7,8 @@
 // - Parameter gradients ACCUMULATE (+=) so micro-batches sum. Activation gradients OVERWRITE (=)
 //   unless the op says "+=" (the residual stream and inputs with several consumers).
 // - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
-// - Shapes are validated with ZAYA_ASSERT (a mismatch is a bug in the caller, not user input).
+// - Shapes are validated with ZAYA_ASSERT (a mismatch is a bug in the caller, not user input),
+//   once at the seam (ops/ops.cpp, ops/ops_memory.cpp) for every backend.
 // - Every tensor carries its device (core/device.h); all defined tensors of one call must share
 //   it. ops/ops.cpp checks that once per call and dispatches on it to the backend, ops::cpu::x
 //   (ops/cpu/) or ops::gpu::x (ops/gpu/; a build without a GPU answers with a clear error).

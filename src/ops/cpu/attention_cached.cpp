@@ -197,23 +197,7 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
 }  // namespace
 
 void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v) {
-  ZAYA_ASSERT(o.defined() && q.defined() && k.defined() && v.defined(),
-              "attention_cached_forward: o, q, k and v are required");
-  ZAYA_ASSERT(q.dtype == DType::F32, "attention_cached_forward: F32 only, got {}",
-              dtype_name(q.dtype));
-  check_float(q, k, v, o);
-  ZAYA_ASSERT(q.ndim == 3 && k.ndim == 3 && v.ndim == 3,
-              "attention_cached_forward: q {} k {} v {} must be [L,H,d]", q.shape_str(),
-              k.shape_str(), v.shape_str());
   const Dims D{q.size(0), k.size(0), q.size(1), k.size(1), q.size(2)};
-  ZAYA_ASSERT(k.size(2) == D.d && D.Hk > 0 && D.Hq % D.Hk == 0 && D.S >= D.L,
-              "attention_cached_forward: q {} k {} (need Hk | Hq, equal d, S ≥ L)", q.shape_str(),
-              k.shape_str());
-  for (int i = 0; i < 3; ++i)
-    ZAYA_ASSERT(v.size(i) == k.size(i), "attention_cached_forward: v {} k {}", v.shape_str(),
-                k.shape_str());
-  check_numel(o, q.numel(), "attention_cached_forward: o");
-  if (q.numel() == 0) return;
   forward_impl(o.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(), D);
 }
 

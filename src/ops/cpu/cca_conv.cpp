@@ -19,29 +19,14 @@ namespace zaya::ops::cpu {
 
 namespace {
 
-// A required tensor: defined and with n elements.
-void need(const Tensor& t, int64_t n, const char* what) {
-  ZAYA_ASSERT(t.defined(), "{}: missing", what);
-  check_numel(t, n, what);
-}
-
 constexpr int64_t kRows = 32;  // positions per task in the stage-1 loops (weight reuse)
 
 struct ConvDims {
   int64_t B, T, C, d;
 };
 
-ConvDims check_conv(const char* op, const Tensor& u, const Tensor& y, const Tensor& w0,
-                    const Tensor& b0, const Tensor& w1) {
-  ZAYA_ASSERT(u.ndim == 3, "{}: u must be [B,T,C], got {}", op, u.shape_str());
-  const int64_t B = u.size(0), T = u.size(1), C = u.size(2);
-  ZAYA_ASSERT(
-      w1.ndim == 3 && w1.size(0) == C && w1.size(2) == 2 && w1.size(1) > 0 && C % w1.size(1) == 0,
-      "{}: w1 {} for C = {} (need [C,d,2] with d | C)", op, w1.shape_str(), C);
-  need(w0, 2 * C, "cca_conv w0 [C,1,2]");
-  need(b0, C, "cca_conv b0 [C]");
-  need(y, B * (T + 1) * C, "cca_conv y [B,T+1,C]");
-  return {B, T, C, w1.size(1)};
+ConvDims conv_dims(const Tensor& u, const Tensor& w1) {
+  return {u.size(0), u.size(1), u.size(2), w1.size(1)};
 }
 
 template <class S>
@@ -209,10 +194,7 @@ void conv_backward(S* du, S* dw0, S* db0, S* dw1, S* db1, const S* dz, const S* 
 
 void cca_conv_forward(const Tensor& z, const Tensor& y, const Tensor& u, const Tensor& w0,
                       const Tensor& b0, const Tensor& w1, const Tensor& b1) {
-  check_float(u, z, y, w0, b0, w1, b1);
-  const ConvDims D = check_conv("cca_conv_forward", u, y, w0, b0, w1);
-  need(z, D.B * D.T * D.C, "cca_conv z [B,T,C]");
-  need(b1, D.C, "cca_conv b1 [C]");
+  const ConvDims D = conv_dims(u, w1);
   ZAYA_DISPATCH_FLOAT(
       u.dtype, conv_forward<scalar_t>(z.ptr<scalar_t>(), y.ptr<scalar_t>(), u.ptr<scalar_t>(),
                                       w0.ptr<scalar_t>(), b0.ptr<scalar_t>(), w1.ptr<scalar_t>(),
@@ -222,13 +204,7 @@ void cca_conv_forward(const Tensor& z, const Tensor& y, const Tensor& u, const T
 void cca_conv_backward(const Tensor& du, const Tensor& dw0, const Tensor& db0, const Tensor& dw1,
                        const Tensor& db1, const Tensor& dz, const Tensor& u, const Tensor& y,
                        const Tensor& w0, const Tensor& w1) {
-  check_float(u, du, dw0, db0, dw1, db1, dz, y, w0, w1);
-  const ConvDims D = check_conv("cca_conv_backward", u, y, w0, db0, w1);
-  need(du, D.B * D.T * D.C, "cca_conv du [B,T,C]");
-  need(dz, D.B * D.T * D.C, "cca_conv dz [B,T,C]");
-  need(dw0, 2 * D.C, "cca_conv dw0 [C,1,2]");
-  need(dw1, D.C * D.d * 2, "cca_conv dw1 [C,d,2]");
-  need(db1, D.C, "cca_conv db1 [C]");
+  const ConvDims D = conv_dims(u, w1);
   ZAYA_DISPATCH_FLOAT(
       u.dtype, conv_backward<scalar_t>(du.ptr<scalar_t>(), dw0.ptr<scalar_t>(), db0.ptr<scalar_t>(),
                                        dw1.ptr<scalar_t>(), db1.ptr<scalar_t>(), dz.ptr<scalar_t>(),

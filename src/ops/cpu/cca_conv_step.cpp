@@ -109,27 +109,7 @@ void step_forward(float* z_LC, float* state_2C, const float* u_LC, const Tensor&
 
 void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u, const Tensor& w0,
                            const Tensor& b0, const Tensor& w1, const Tensor& b1) {
-  ZAYA_ASSERT(z.defined() && state.defined() && u.defined() && w0.defined() && b0.defined() &&
-                  w1.defined() && b1.defined(),
-              "cca_conv_step_forward: every tensor is required");
-  ZAYA_ASSERT(u.dtype == DType::F32, "cca_conv_step_forward: F32 only, got {}",
-              dtype_name(u.dtype));
-  check_float(u, z, state, b0, b1);
-  for (const Tensor* w : {&w0, &w1})
-    ZAYA_ASSERT(w->dtype == DType::F32 || w->dtype == DType::BF16,
-                "cca_conv_step_forward: conv weights are F32 or BF16, got {}",
-                dtype_name(w->dtype));
-  ZAYA_ASSERT(u.ndim == 2, "cca_conv_step_forward: u must be [L,C], got {}", u.shape_str());
   const int64_t L = u.size(0), C = u.size(1);
-  ZAYA_ASSERT(
-      w1.ndim == 3 && w1.size(0) == C && w1.size(2) == 2 && w1.size(1) > 0 && C % w1.size(1) == 0,
-      "cca_conv_step_forward: w1 {} for C = {} (need [C,d,2] with d | C)", w1.shape_str(), C);
-  check_numel(z, L * C, "cca_conv_step_forward: z [L,C]");
-  check_numel(state, 2 * C, "cca_conv_step_forward: state [2,C]");
-  check_numel(w0, 2 * C, "cca_conv_step_forward: w0 [C,1,2]");
-  check_numel(b0, C, "cca_conv_step_forward: b0 [C]");
-  check_numel(b1, C, "cca_conv_step_forward: b1 [C]");
-  if (L == 0) return;
   step_forward(z.ptr<float>(), state.ptr<float>(), u.ptr<float>(), w0, b0.ptr<float>(), w1,
                b1.ptr<float>(), L, C, w1.size(1));
 }

@@ -37,26 +37,14 @@ void backward(T* drp_NR, T* dg_R, const T* dr_NR, const T* rp_NR, const T* g_R, 
 }  // namespace
 
 void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
-  ZAYA_ASSERT(r.defined() && gamma.defined() && rprev.defined(),
-              "eda_forward: r, gamma and rprev are required");
   const int64_t R = r.size(-1), N = R ? r.numel() / R : 0;
-  check_float(r, gamma, rprev);
-  check_numel(gamma, R, "eda_forward: gamma");
-  check_numel(rprev, N * R, "eda_forward: rprev");
   ZAYA_DISPATCH_FLOAT(
       r.dtype, forward(r.ptr<scalar_t>(), gamma.ptr<scalar_t>(), rprev.ptr<scalar_t>(), N, R));
 }
 
 void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
                   const Tensor& gamma) {
-  ZAYA_ASSERT(dr.defined() && rprev.defined() && gamma.defined(),
-              "eda_backward: dr, rprev and gamma are required");
   const int64_t R = dr.size(-1), N = R ? dr.numel() / R : 0;
-  check_float(dr, drprev, dgamma, rprev, gamma);
-  check_numel(rprev, N * R, "eda_backward: rprev");
-  check_numel(gamma, R, "eda_backward: gamma");
-  if (drprev.defined()) check_numel(drprev, N * R, "eda_backward: drprev");
-  if (dgamma.defined()) check_numel(dgamma, R, "eda_backward: dgamma");
   ZAYA_DISPATCH_FLOAT(
       dr.dtype, backward(ptr_or_null<scalar_t>(drprev), ptr_or_null<scalar_t>(dgamma),
                          dr.ptr<scalar_t>(), rprev.ptr<scalar_t>(), gamma.ptr<scalar_t>(), N, R));

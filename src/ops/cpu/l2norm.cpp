@@ -21,15 +21,8 @@ struct NormDims {
   int64_t N, H, d;
 };
 
-NormDims check_norm(const char* op, const Tensor& x, const Tensor& y, const Tensor& norm,
-                    const Tensor& temp) {
-  ZAYA_ASSERT(x.ndim == 4, "{}: x must be [B,T,H,d], got {}", op, x.shape_str());
-  const int64_t N = x.size(0) * x.size(1), H = x.size(2), d = x.size(3);
-  ZAYA_ASSERT(y.defined() && norm.defined(), "{}: missing output or norm", op);
-  check_numel(y, N * H * d, "l2norm_scale y/dx [B,T,H,d]");
-  check_numel(norm, N * H, "l2norm_scale norm [B,T,H]");
-  if (temp.defined()) check_numel(temp, H, "l2norm_scale temp [H]");
-  return {N, H, d};
+NormDims norm_dims(const Tensor& x) {
+  return {x.size(0) * x.size(1), x.size(2), x.size(3)};
 }
 
 template <class S>
@@ -85,8 +78,7 @@ void norm_backward(S* dx, S* dtemp, const S* dy, const S* x, const S* norm, cons
 
 void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
                           float floor) {
-  check_float(x, y, norm, temp);
-  const NormDims D = check_norm("l2norm_scale_forward", x, y, norm, temp);
+  const NormDims D = norm_dims(x);
   ZAYA_DISPATCH_FLOAT(
       x.dtype, norm_forward<scalar_t>(y.ptr<scalar_t>(), norm.ptr<scalar_t>(), x.ptr<scalar_t>(),
                                       ptr_or_null<scalar_t>(temp), D, double(floor)));
@@ -94,13 +86,7 @@ void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, 
 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
                            const Tensor& norm, const Tensor& temp, float floor) {
-  check_float(x, dx, dtemp, dy, norm, temp);
-  const NormDims D = check_norm("l2norm_scale_backward", x, dx, norm, temp);
-  ZAYA_ASSERT(dy.defined(), "l2norm_scale_backward: missing dy");
-  check_numel(dy, D.N * D.H * D.d, "l2norm_scale dy [B,T,H,d]");
-  // dtemp may be left undefined (not needed); it must not be given without temp.
-  ZAYA_ASSERT(!dtemp.defined() || temp.defined(), "l2norm_scale_backward: dtemp without temp");
-  if (dtemp.defined()) check_numel(dtemp, D.H, "l2norm_scale dtemp [H]");
+  const NormDims D = norm_dims(x);
   ZAYA_DISPATCH_FLOAT(
       x.dtype, norm_backward<scalar_t>(dx.ptr<scalar_t>(), ptr_or_null<scalar_t>(dtemp),
                                        dy.ptr<scalar_t>(), x.ptr<scalar_t>(), norm.ptr<scalar_t>(),

@@ -103,23 +103,10 @@ void merge_rmsnorm_forward_rows(T* h_ND, T* x_ND, T* rstd_N, const Merge<T>& m, 
   }
 }
 
-// Shape checks shared by all four entry points; returns D and sets N.
-int64_t check_merge(const char* op, int64_t* N, const Tensor& h, const Tensor& o, const Tensor& hp,
-                    const Tensor& ao, const Tensor& bo, const Tensor& ar, const Tensor& br) {
-  ZAYA_ASSERT(o.defined() && ao.defined() && bo.defined(), "{}: o, ao and bo are required", op);
+// Rows of o: returns D and sets N.
+int64_t merge_dims(int64_t* N, const Tensor& o) {
   const int64_t D = o.size(-1);
   *N = D ? o.numel() / D : 0;
-  check_float(o, h, hp, ao, bo, ar, br);
-  ZAYA_ASSERT(hp.defined() == ar.defined() && hp.defined() == br.defined(),
-              "{}: hp, ar and br must be all defined or all undefined", op);
-  if (h.defined()) check_numel(h, *N * D, op);
-  check_numel(ao, D, op);
-  check_numel(bo, D, op);
-  if (hp.defined()) {
-    check_numel(hp, *N * D, op);
-    check_numel(ar, D, op);
-    check_numel(br, D, op);
-  }
   return D;
 }
 
@@ -128,8 +115,7 @@ int64_t check_merge(const char* op, int64_t* N, const Tensor& h, const Tensor& o
 void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
                             const Tensor& bo, const Tensor& ar, const Tensor& br) {
   int64_t N;
-  const int64_t D = check_merge("residual_merge_forward", &N, h, o, hp, ao, bo, ar, br);
-  ZAYA_ASSERT(h.defined(), "residual_merge_forward: h is required");
+  const int64_t D = merge_dims(&N, o);
   ZAYA_DISPATCH_FLOAT(
       o.dtype,
       merge_forward_rows(h.ptr<scalar_t>(), merge_args<scalar_t>(o, hp, ao, bo, ar, br), N, D));
@@ -139,15 +125,8 @@ void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor&
                              const Tensor& dbo, const Tensor& dar, const Tensor& dbr,
                              const Tensor& dh, const Tensor& o, const Tensor& hp, const Tensor& ao,
                              const Tensor& bo, const Tensor& ar, const Tensor& br) {
-  const char* op = "residual_merge_backward";
   int64_t N;
-  const int64_t D = check_merge(op, &N, dh, o, hp, ao, bo, ar, br);
-  ZAYA_ASSERT(dh.defined(), "{}: dh is required", op);
-  check_float(o, do_, dhp, dao, dbo, dar, dbr);
-  if (do_.defined()) check_numel(do_, N * D, op);
-  if (dhp.defined()) check_numel(dhp, N * D, op);
-  for (const Tensor* t : {&dao, &dbo, &dar, &dbr})
-    if (t->defined()) check_numel(*t, D, op);
+  const int64_t D = merge_dims(&N, o);
   ZAYA_DISPATCH_FLOAT(o.dtype, {
     using T = scalar_t;
     merge_backward_blocks<T>(ptr_or_null<T>(do_), ptr_or_null<T>(dhp), ptr_or_null<T>(dao),
@@ -160,15 +139,8 @@ void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor&
 void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd, const Tensor& o,
                            const Tensor& hp, const Tensor& ao, const Tensor& bo, const Tensor& ar,
                            const Tensor& br, const Tensor& w, float eps) {
-  const char* op = "merge_rmsnorm_forward";
   int64_t N;
-  const int64_t D = check_merge(op, &N, h, o, hp, ao, bo, ar, br);
-  ZAYA_ASSERT(h.defined() && x.defined() && rstd.defined() && w.defined(),
-              "{}: h, x, rstd and w are required", op);
-  check_float(o, x, rstd, w);
-  check_numel(x, N * D, op);
-  check_numel(rstd, N, op);
-  check_numel(w, D, op);
+  const int64_t D = merge_dims(&N, o);
   ZAYA_DISPATCH_FLOAT(
       o.dtype, merge_rmsnorm_forward_rows(
                    h.ptr<scalar_t>(), x.ptr<scalar_t>(), rstd.ptr<scalar_t>(),
@@ -181,20 +153,8 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
                             const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
                             const Tensor& ar, const Tensor& br, const Tensor& w,
                             const Tensor& rstd) {
-  const char* op = "merge_rmsnorm_backward";
   int64_t N;
-  const int64_t D = check_merge(op, &N, dh, o, hp, ao, bo, ar, br);
-  ZAYA_ASSERT(dh.defined() && dx.defined() && h.defined() && w.defined() && rstd.defined(),
-              "{}: dh, dx, h, w and rstd are required", op);
-  check_float(o, do_, dhp, dao, dbo, dar, dbr, dw, dx, h, w, rstd);
-  check_numel(dx, N * D, op);
-  check_numel(h, N * D, op);
-  check_numel(w, D, op);
-  check_numel(rstd, N, op);
-  if (do_.defined()) check_numel(do_, N * D, op);
-  if (dhp.defined()) check_numel(dhp, N * D, op);
-  for (const Tensor* t : {&dao, &dbo, &dar, &dbr, &dw})
-    if (t->defined()) check_numel(*t, D, op);
+  const int64_t D = merge_dims(&N, o);
   ZAYA_DISPATCH_FLOAT(o.dtype, {
     using T = scalar_t;
     T* dh_ND = dh.ptr<T>();

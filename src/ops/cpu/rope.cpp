@@ -15,15 +15,6 @@
 namespace zaya::ops::cpu {
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
-  ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
-              "rope_tables: cos/sin must be F32 (C7), got {} / {}", dtype_name(cos.dtype),
-              dtype_name(sin.dtype));
-  ZAYA_ASSERT(r > 0 && r % 2 == 0 && pos0 >= 0, "rope_tables: r = {} (even, > 0), pos0 = {}", r,
-              pos0);
-  ZAYA_ASSERT(cos.ndim == 2 && cos.size(1) == r / 2 && sin.ndim == 2 &&
-                  sin.size(0) == cos.size(0) && sin.size(1) == r / 2,
-              "rope_tables: cos {} sin {} for r = {} (need [T, r/2])", cos.shape_str(),
-              sin.shape_str(), r);
   const int64_t T = cos.size(0), m = r / 2;
   float* cp = cos.ptr<float>();
   float* sp = sin.ptr<float>();
@@ -62,18 +53,8 @@ void rotate(S* x, const float* cos, const float* sin, int64_t BT, int64_t T, int
   }
 }
 
-void rope_apply(const char* op, const Tensor& x, const Tensor& cos, const Tensor& sin,
-                double sign) {
-  ZAYA_ASSERT(x.defined() && (x.dtype == DType::F32 || x.dtype == DType::F64),
-              "{}: x must be F32/F64, got {}", op, dtype_name(x.dtype));
-  ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
-              "{}: tables must be F32 (C7)", op);
-  ZAYA_ASSERT(x.ndim == 4, "{}: x must be [B,T,H,d], got {}", op, x.shape_str());
+void rope_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, double sign) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), d = x.size(3);
-  ZAYA_ASSERT(cos.ndim == 2 && cos.size(0) == T && sin.ndim == 2 && sin.size(0) == T &&
-                  sin.size(1) == cos.size(1) && 2 * cos.size(1) <= d,
-              "{}: x {} with tables cos {} sin {} (need [T, r/2], r ≤ d)", op, x.shape_str(),
-              cos.shape_str(), sin.shape_str());
   const int64_t m = cos.size(1);
   ZAYA_DISPATCH_FLOAT(
       x.dtype, rotate<scalar_t>(x.ptr<scalar_t>(), cos.ptr<float>(), sin.ptr<float>(), B * T, T, H,
@@ -83,11 +64,11 @@ void rope_apply(const char* op, const Tensor& x, const Tensor& cos, const Tensor
 }  // namespace
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  rope_apply("rope_forward", x, cos, sin, 1.0);
+  rope_apply(x, cos, sin, 1.0);
 }
 
 void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin) {
-  rope_apply("rope_backward", dx, cos, sin, -1.0);
+  rope_apply(dx, cos, sin, -1.0);
 }
 
 }  // namespace zaya::ops::cpu

@@ -62,15 +62,6 @@ void select_rows_backward(T* dlogits_NK, const T* dweight_N, const T* probs_NK,
 void router_select_forward(const Tensor& probs, const Tensor& choice, const Tensor& weight,
                            const Tensor& logits, const Tensor& biases) {
   const int64_t K = logits.size(-1), N = K ? logits.numel() / K : 0;
-  check_float(logits, probs, weight, biases);
-  ZAYA_ASSERT(probs.defined() && weight.defined() && biases.defined(),
-              "router_select_forward: probs, weight and biases are required");
-  ZAYA_ASSERT(K > 0, "router_select_forward: no classes in logits {}", logits.shape_str());
-  check_numel(probs, N * K, "router_select_forward: probs");
-  check_numel(weight, N, "router_select_forward: weight");
-  check_numel(biases, K, "router_select_forward: biases");
-  check_i32(choice, N, "router_select_forward: choice");
-
   ZAYA_DISPATCH_FLOAT(logits.dtype, {
     select_rows(probs.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(),
                 logits.ptr<scalar_t>(), biases.ptr<scalar_t>(), N, K);
@@ -80,11 +71,6 @@ void router_select_forward(const Tensor& probs, const Tensor& choice, const Tens
 void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const Tensor& probs,
                             const Tensor& choice) {
   const int64_t K = probs.size(-1), N = K ? probs.numel() / K : 0;
-  check_float(probs, dlogits, dweight);
-  check_numel(dlogits, N * K, "router_select_backward: dlogits");
-  check_numel(dweight, N, "router_select_backward: dweight");
-  check_i32(choice, N, "router_select_backward: choice");
-
   ZAYA_DISPATCH_FLOAT(probs.dtype, {
     select_rows_backward(dlogits.ptr<scalar_t>(), dweight.ptr<scalar_t>(), probs.ptr<scalar_t>(),
                          choice.ptr<int32_t>(), N, K);

@@ -17,14 +17,9 @@ struct ShiftDims {
   int64_t B, T, W;
 };
 
-ShiftDims check_shift(const char* op, const Tensor& out, const Tensor& in) {
-  ZAYA_ASSERT(in.defined() && out.defined() && in.ndim >= 2, "{}: needs [B,T,…], got {}", op,
-              in.shape_str());
-  const int64_t B = in.size(0), T = in.size(1), W = B * T > 0 ? in.numel() / (B * T) : 0;
-  ZAYA_ASSERT(W % 2 == 0, "{}: width {} of {} is odd", op, W, in.shape_str());
-  check_numel(out, B * T * W, "value_shift output");
-  ZAYA_ASSERT(out.data != in.data, "{}: output must not alias the input", op);
-  return {B, T, W};
+ShiftDims shift_dims(const Tensor& in) {
+  const int64_t B = in.size(0), T = in.size(1);
+  return {B, T, B * T > 0 ? in.numel() / (B * T) : 0};
 }
 
 // out[b,t,:half] = in[b,t,:half]; out[b,t,half:] = in[b,t+step,half:] (zero outside 0…T−1).
@@ -45,14 +40,12 @@ void shift(S* out, const S* in, ShiftDims D, int64_t step) {
 }  // namespace
 
 void value_shift_forward(const Tensor& v, const Tensor& p) {
-  check_float(p, v);
-  const ShiftDims D = check_shift("value_shift_forward", v, p);
+  const ShiftDims D = shift_dims(p);
   ZAYA_DISPATCH_FLOAT(p.dtype, shift<scalar_t>(v.ptr<scalar_t>(), p.ptr<scalar_t>(), D, -1));
 }
 
 void value_shift_backward(const Tensor& dp, const Tensor& dv) {
-  check_float(dv, dp);
-  const ShiftDims D = check_shift("value_shift_backward", dp, dv);
+  const ShiftDims D = shift_dims(dv);
   ZAYA_DISPATCH_FLOAT(dv.dtype, shift<scalar_t>(dp.ptr<scalar_t>(), dv.ptr<scalar_t>(), D, +1));
 }
 
