@@ -244,10 +244,10 @@ __global__ void combine_kernel(float* out_ND, float* f_ND, float* gu_NF, float* 
 // weight · dout to dx.
 template <bool kVec>
 __global__ void prepare_kernel(float* dweight_N, float* dx_ND, float* x_RD, float* df_RD,
-                               float* act_RH, float* gu_RF, const float* dout_ND,
-                               const float* x_ND, const float* weight_N, const float* f_ND,
-                               const float* gu_NF, const float* act_NH, const int32_t* order_N,
-                               int64_t N, int64_t R, int64_t D, int64_t H) {
+                               float* act_RH, float* gu_RF, const float* dout_ND, const float* x_ND,
+                               const float* weight_N, const float* f_ND, const float* gu_NF,
+                               const float* act_NH, const int32_t* order_N, int64_t N, int64_t R,
+                               int64_t D, int64_t H) {
   __shared__ double partials[kMaxWarpsPerBlock];
   const int64_t F = 2 * H;
   for (int64_t p = blockIdx.x; p < N; p += gridDim.x) {  // uniform in the block
@@ -281,8 +281,7 @@ __global__ void prepare_kernel(float* dweight_N, float* dx_ND, float* x_RD, floa
 }
 
 // In place over the sorted rows: gu_RF becomes dgu from dact_RH (the CPU's formulas).
-__global__ void silu_mul_backward_kernel(float* gu_RF, const float* dact_RH, int64_t R,
-                                         int64_t H) {
+__global__ void silu_mul_backward_kernel(float* gu_RF, const float* dact_RH, int64_t R, int64_t H) {
   for (int64_t p = blockIdx.x; p < R; p += gridDim.x) {
     float* gu = gu_RF + p * 2 * H;
     const float* dact = dact_RH + p * H;
@@ -307,8 +306,8 @@ GemmOperand f32(const float* p, int64_t ld, bool transposed = false) {
 }
 
 // C[M,N] = op(A) · op(B) + beta · C (F32).
-void gemm_f32(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float* c,
-              int64_t ldc, float beta) {
+void gemm_f32(int64_t M, int64_t N, int64_t K, GemmOperand a, GemmOperand b, float* c, int64_t ldc,
+              float beta) {
   Gemm g;
   g.M = M, g.N = N, g.K = K, g.a = a, g.b = b, g.c = c, g.ldc = ldc, g.beta = beta;
   gemm(g);
@@ -342,15 +341,15 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
                  const Tensor& w2) {
   const auto [N, D, E, F] = moe_shapes(x, choice, weight, w1, w2);
-  ZAYA_ASSERT(out.numel() == N * D && f.numel() == N * D && gu.numel() == N * F &&
-                  act.numel() == N * F / 2,
-              "moe_forward: shapes");
+  ZAYA_ASSERT(
+      out.numel() == N * D && f.numel() == N * D && gu.numel() == N * F && act.numel() == N * F / 2,
+      "moe_forward: shapes");
   if (N == 0) return;
   const int64_t H = F / 2;
   Scratch order(size_t(N) * 4);
   const int32_t* order_N = order.as<int32_t>();
-  const std::vector<int32_t> offset = group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(),
-                                                     N, int(E));
+  const std::vector<int32_t> offset =
+      group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(), N, int(E));
   const int64_t R = offset[size_t(E)];  // tokens of real experts, sorted first
   Scratch xf(size_t(R) * D * 4), gus(size_t(R) * F * 4), acts(size_t(R) * H * 4);
   float* xf_RD = xf.as<float>();  // x rows, then (each expert's slice overwritten) f rows
@@ -360,11 +359,11 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
                    all_aligned(out.data, f.data, gu.data, act.data, x.data, xf_RD, gu_RF, act_RH);
   if (R > 0) {
     if (vec)
-      gather_kernel<true><<<blocks_for(R, 1), kBlock, 0, stream()>>>(xf_RD, x.ptr<float>(),
-                                                                     order_N, R, D);
+      gather_kernel<true>
+          <<<blocks_for(R, 1), kBlock, 0, stream()>>>(xf_RD, x.ptr<float>(), order_N, R, D);
     else
-      gather_kernel<false><<<blocks_for(R, 1), kBlock, 0, stream()>>>(xf_RD, x.ptr<float>(),
-                                                                      order_N, R, D);
+      gather_kernel<false>
+          <<<blocks_for(R, 1), kBlock, 0, stream()>>>(xf_RD, x.ptr<float>(), order_N, R, D);
     ZAYA_GPU_LAUNCH_CHECK();
     for (int64_t e = 0; e < E; ++e) {
       const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
@@ -401,8 +400,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
   const int64_t H = F / 2;
   Scratch order(size_t(N) * 4);
   const int32_t* order_N = order.as<int32_t>();
-  const std::vector<int32_t> offset = group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(),
-                                                     N, int(E));
+  const std::vector<int32_t> offset =
+      group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(), N, int(E));
   const int64_t R = offset[size_t(E)];
   Scratch xs(size_t(R) * D * 4), dfs(size_t(R) * D * 4), gus(size_t(R) * F * 4),
       acts(size_t(R) * H * 4);
@@ -426,8 +425,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
     // dw2[e] += dfᵀ · act, then dact = df · w2[e] over the same rows of act (stream order).
     gemm_f32(D, H, M, f32(df_RD + p0 * D, D, true), f32(act_RH + p0 * H, H),
              dw2.ptr<float>() + e * D * H, H, 1.0f);
-    gemm_f32(M, H, D, f32(df_RD + p0 * D, D), f32(w2.ptr<float>() + e * D * H, H),
-             act_RH + p0 * H, H, 0.0f);
+    gemm_f32(M, H, D, f32(df_RD + p0 * D, D), f32(w2.ptr<float>() + e * D * H, H), act_RH + p0 * H,
+             H, 0.0f);
   }
   silu_mul_backward_kernel<<<blocks_for(R, 1), kBlock, 0, stream()>>>(gu_RF, act_RH, R, H);
   ZAYA_GPU_LAUNCH_CHECK();
@@ -437,8 +436,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
     // dw1[e] += dguᵀ · x; the rows of dx = dgu · w1[e] (into df's rows, read by now).
     gemm_f32(F, D, M, f32(gu_RF + p0 * F, F, true), f32(x_RD + p0 * D, D),
              dw1.ptr<float>() + e * F * D, D, 1.0f);
-    gemm_f32(M, D, F, f32(gu_RF + p0 * F, F), f32(w1.ptr<float>() + e * F * D, D),
-             df_RD + p0 * D, D, 0.0f);
+    gemm_f32(M, D, F, f32(gu_RF + p0 * F, F), f32(w1.ptr<float>() + e * F * D, D), df_RD + p0 * D,
+             D, 0.0f);
   }
   auto scatter_add = vec ? scatter_add_kernel<true> : scatter_add_kernel<false>;
   scatter_add<<<blocks_for(R, 1), kBlock, 0, stream()>>>(dx.ptr<float>(), df_RD, order_N, R, D);

@@ -59,9 +59,9 @@ void router_select_forward(const Tensor& probs, const Tensor& choice, const Tens
                   choice.numel() == N && choice.dtype == DType::I32,
               "router_select_forward: shapes");
   if (N == 0) return;
-  select_kernel<<<blocks_for(N), kBlock, 0, stream()>>>(
-      probs.ptr<float>(), choice.ptr<int32_t>(), weight.ptr<float>(), logits.ptr<float>(),
-      biases.ptr<float>(), N, K);
+  select_kernel<<<blocks_for(N), kBlock, 0, stream()>>>(probs.ptr<float>(), choice.ptr<int32_t>(),
+                                                        weight.ptr<float>(), logits.ptr<float>(),
+                                                        biases.ptr<float>(), N, K);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
