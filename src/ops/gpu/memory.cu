@@ -161,6 +161,22 @@ int64_t row_width(const Tensor& t) {
   return t.shape[0] ? t.numel() / t.shape[0] : 0;
 }
 
+// Rows of the row ops: gather (dst[m] = src[ids[m]]) or scatter (dst[ids[m]] = src[m]), M =
+// row_ids.numel() rows of dst's width (src has the same).
+template <bool kScatter>
+void move_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
+  const int64_t M = row_ids.numel();
+  const uintptr_t row = uintptr_t(row_width(dst)) * dtype_size(dst.dtype);
+  if (M == 0 || row == 0) return;
+  with_unit(addr(dst.data) | addr(src.data) | row, [&](auto unit, uintptr_t u) {
+    using U = typename decltype(unit)::type;
+    move_rows_kernel<U, kScatter><<<blocks_for(M, 1), kBlock, 0, stream()>>>(
+        static_cast<U*>(dst.data), static_cast<const U*>(src.data), row_ids.ptr<int32_t>(), M,
+        int64_t(row / u));
+  });
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void fill(const Tensor& t, double value) {
@@ -254,16 +270,7 @@ void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySeg
 }
 
 void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
-  const int64_t M = row_ids.numel();
-  const uintptr_t row = uintptr_t(row_width(dst)) * dtype_size(dst.dtype);
-  if (M == 0 || row == 0) return;
-  with_unit(addr(dst.data) | addr(src.data) | row, [&](auto unit, uintptr_t u) {
-    using U = typename decltype(unit)::type;
-    move_rows_kernel<U, false><<<blocks_for(M, 1), kBlock, 0, stream()>>>(
-        static_cast<U*>(dst.data), static_cast<const U*>(src.data), row_ids.ptr<int32_t>(), M,
-        int64_t(row / u));
-  });
-  ZAYA_GPU_LAUNCH_CHECK();
+  move_rows<false>(dst, src, row_ids);
 }
 
 void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
@@ -279,14 +286,7 @@ void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
     ZAYA_GPU_LAUNCH_CHECK();
     return;
   }
-  const uintptr_t row = uintptr_t(W) * dtype_size(dst.dtype);
-  with_unit(addr(dst.data) | addr(src.data) | row, [&](auto unit, uintptr_t u) {
-    using U = typename decltype(unit)::type;
-    move_rows_kernel<U, true><<<blocks_for(M, 1), kBlock, 0, stream()>>>(
-        static_cast<U*>(dst.data), static_cast<const U*>(src.data), row_ids.ptr<int32_t>(), M,
-        int64_t(row / u));
-  });
-  ZAYA_GPU_LAUNCH_CHECK();
+  move_rows<true>(dst, src, row_ids);
 }
 
 void concat_cols(const Tensor& dst, const Tensor& a, const Tensor& b) {

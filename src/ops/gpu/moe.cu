@@ -119,16 +119,44 @@ bool aligned16(const void* p) {
 }
 
 // Row helpers of one block: threads stride the row; kVec moves float4 (W % 4 == 0, 16-byte
-// aligned rows).
-template <bool kVec>
-__device__ __forceinline__ void copy_row(float* dst, const float* src, int64_t W) {
+// aligned rows). row_apply: dst[j] = op(dst[j], src[j]), dst read only with kRead.
+template <bool kVec, bool kRead, class Op>
+__device__ __forceinline__ void row_apply(float* dst, const float* src, int64_t W, Op op) {
   if (kVec) {
     float4* d = reinterpret_cast<float4*>(dst);
     const float4* s = reinterpret_cast<const float4*>(src);
-    for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) d[j] = s[j];
+    for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) {
+      const float4 v = s[j];
+      const float4 a = kRead ? d[j] : make_float4(0, 0, 0, 0);
+      d[j] = make_float4(op(a.x, v.x), op(a.y, v.y), op(a.z, v.z), op(a.w, v.w));
+    }
   } else {
-    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[j] = src[j];
+    for (int64_t j = threadIdx.x; j < W; j += blockDim.x)
+      dst[j] = op(kRead ? dst[j] : 0.0f, src[j]);
   }
+}
+
+template <bool kVec>
+__device__ __forceinline__ void copy_row(float* dst, const float* src, int64_t W) {
+  row_apply<kVec, false>(dst, src, W, [](float, float v) { return v; });
+}
+
+// dst = w · src (F32 products, as the CPU's `weight * f`).
+template <bool kVec>
+__device__ __forceinline__ void scale_row(float* dst, const float* src, float w, int64_t W) {
+  row_apply<kVec, false>(dst, src, W, [w](float, float v) { return w * v; });
+}
+
+// dst += w · src.
+template <bool kVec>
+__device__ __forceinline__ void axpy_row(float* dst, const float* src, float w, int64_t W) {
+  row_apply<kVec, true>(dst, src, W, [w](float a, float v) { return a + w * v; });
+}
+
+// dst += src.
+template <bool kVec>
+__device__ __forceinline__ void add_row(float* dst, const float* src, int64_t W) {
+  row_apply<kVec, true>(dst, src, W, [](float a, float v) { return a + v; });
 }
 
 template <bool kVec>
@@ -138,55 +166,6 @@ __device__ __forceinline__ void zero_row(float* dst, int64_t W) {
     for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) d[j] = make_float4(0, 0, 0, 0);
   } else {
     for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[j] = 0.0f;
-  }
-}
-
-// dst = w · src (F32 products, as the CPU's `weight * f`).
-template <bool kVec>
-__device__ __forceinline__ void scale_row(float* dst, const float* src, float w, int64_t W) {
-  if (kVec) {
-    float4* d = reinterpret_cast<float4*>(dst);
-    const float4* s = reinterpret_cast<const float4*>(src);
-    for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) {
-      const float4 v = s[j];
-      d[j] = make_float4(w * v.x, w * v.y, w * v.z, w * v.w);
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[j] = w * src[j];
-  }
-}
-
-// dst += w · src.
-template <bool kVec>
-__device__ __forceinline__ void axpy_row(float* dst, const float* src, float w, int64_t W) {
-  if (kVec) {
-    float4* d = reinterpret_cast<float4*>(dst);
-    const float4* s = reinterpret_cast<const float4*>(src);
-    for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) {
-      const float4 v = s[j];
-      float4 a = d[j];
-      a.x += w * v.x, a.y += w * v.y, a.z += w * v.z, a.w += w * v.w;
-      d[j] = a;
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[j] += w * src[j];
-  }
-}
-
-// dst += src.
-template <bool kVec>
-__device__ __forceinline__ void add_row(float* dst, const float* src, int64_t W) {
-  if (kVec) {
-    float4* d = reinterpret_cast<float4*>(dst);
-    const float4* s = reinterpret_cast<const float4*>(src);
-    for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) {
-      const float4 v = s[j];
-      float4 a = d[j];
-      a.x += v.x, a.y += v.y, a.z += v.z, a.w += v.w;
-      d[j] = a;
-    }
-  } else {
-    for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[j] += src[j];
   }
 }
 
@@ -330,6 +309,15 @@ Shapes moe_shapes(const Tensor& x, const Tensor& choice, const Tensor& weight, c
   return {N, D, E, F};
 }
 
+// fn(e, p0, M) for each real expert e with M > 0 tokens, sorted rows p0 … p0 + M.
+template <class Fn>
+void for_each_expert(const std::vector<int32_t>& offset, int64_t E, Fn&& fn) {
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
+    if (M > 0) fn(e, p0, M);
+  }
+}
+
 template <class... P>
 bool all_aligned(const P*... p) {
   return (aligned16(p) && ...);
@@ -340,7 +328,8 @@ bool all_aligned(const P*... p) {
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
                  const Tensor& w2) {
-  const auto [N, D, E, F] = moe_shapes(x, choice, weight, w1, w2);
+  const Shapes sh = moe_shapes(x, choice, weight, w1, w2);
+  const int64_t N = sh.N, D = sh.D, E = sh.E, F = sh.F;  // plain locals: lambdas capture them
   ZAYA_ASSERT(
       out.numel() == N * D && f.numel() == N * D && gu.numel() == N * F && act.numel() == N * F / 2,
       "moe_forward: shapes");
@@ -365,20 +354,16 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
       gather_kernel<false>
           <<<blocks_for(R, 1), kBlock, 0, stream()>>>(xf_RD, x.ptr<float>(), order_N, R, D);
     ZAYA_GPU_LAUNCH_CHECK();
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
-      if (M == 0) continue;
+    for_each_expert(offset, E, [&](int64_t e, int64_t p0, int64_t M) {
       gemm_f32(M, F, D, f32(xf_RD + p0 * D, D), f32(w1.ptr<float>() + e * F * D, D, true),
                gu_RF + p0 * F, F, 0.0f);
-    }
+    });
     silu_mul_kernel<<<blocks_for(R, 1), kBlock, 0, stream()>>>(act_RH, gu_RF, R, H);
     ZAYA_GPU_LAUNCH_CHECK();
-    for (int64_t e = 0; e < E; ++e) {
-      const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
-      if (M == 0) continue;
+    for_each_expert(offset, E, [&](int64_t e, int64_t p0, int64_t M) {
       gemm_f32(M, D, H, f32(act_RH + p0 * H, H), f32(w2.ptr<float>() + e * D * H, H, true),
                xf_RD + p0 * D, D, 0.0f);
-    }
+    });
   }
   auto combine = vec ? combine_kernel<true> : combine_kernel<false>;
   combine<<<blocks_for(N, 1), kBlock, 0, stream()>>>(
@@ -391,7 +376,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
                   const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
                   const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
                   const Tensor& act) {
-  const auto [N, D, E, F] = moe_shapes(x, choice, weight, w1, w2);
+  const Shapes sh = moe_shapes(x, choice, weight, w1, w2);
+  const int64_t N = sh.N, D = sh.D, E = sh.E, F = sh.F;  // plain locals: lambdas capture them
   ZAYA_ASSERT(dx.numel() == N * D && dw1.numel() == w1.numel() && dw2.numel() == w2.numel() &&
                   dweight.numel() == N && dout.numel() == N * D && f.numel() == N * D &&
                   gu.numel() == N * F && act.numel() == N * F / 2,
@@ -419,26 +405,22 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
       order_N, N, R, D, H);
   ZAYA_GPU_LAUNCH_CHECK();
   if (R == 0) return;
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
-    if (M == 0) continue;
+  for_each_expert(offset, E, [&](int64_t e, int64_t p0, int64_t M) {
     // dw2[e] += dfᵀ · act, then dact = df · w2[e] over the same rows of act (stream order).
     gemm_f32(D, H, M, f32(df_RD + p0 * D, D, true), f32(act_RH + p0 * H, H),
              dw2.ptr<float>() + e * D * H, H, 1.0f);
     gemm_f32(M, H, D, f32(df_RD + p0 * D, D), f32(w2.ptr<float>() + e * D * H, H), act_RH + p0 * H,
              H, 0.0f);
-  }
+  });
   silu_mul_backward_kernel<<<blocks_for(R, 1), kBlock, 0, stream()>>>(gu_RF, act_RH, R, H);
   ZAYA_GPU_LAUNCH_CHECK();
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t p0 = offset[size_t(e)], M = offset[size_t(e + 1)] - p0;
-    if (M == 0) continue;
+  for_each_expert(offset, E, [&](int64_t e, int64_t p0, int64_t M) {
     // dw1[e] += dguᵀ · x; the rows of dx = dgu · w1[e] (into df's rows, read by now).
     gemm_f32(F, D, M, f32(gu_RF + p0 * F, F, true), f32(x_RD + p0 * D, D),
              dw1.ptr<float>() + e * F * D, D, 1.0f);
     gemm_f32(M, D, F, f32(gu_RF + p0 * F, F), f32(w1.ptr<float>() + e * F * D, D), df_RD + p0 * D,
              D, 0.0f);
-  }
+  });
   auto scatter_add = vec ? scatter_add_kernel<true> : scatter_add_kernel<false>;
   scatter_add<<<blocks_for(R, 1), kBlock, 0, stream()>>>(dx.ptr<float>(), df_RD, order_N, R, D);
   ZAYA_GPU_LAUNCH_CHECK();
