@@ -6,6 +6,8 @@
 // where the double lands next to a rounding boundary (~2^-28 of elements), so it is held to NMSE
 // ≤ 1e-12 (a single-ulp difference is ~1e-14 of the element's square) and the count of differing
 // elements is printed.
+#include <cstdio>
+
 #include "gpu_test_util.h"
 
 namespace zaya::test {

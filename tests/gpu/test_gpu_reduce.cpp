@@ -46,7 +46,7 @@ TEST(GpuReduce, SumAndSumSquares) {
 
 TEST(GpuReduce, SumOfAnUnalignedView) {
   ZAYA_REQUIRE_GPU();
-  // Rows from 1 on: the data pointer is 4 bytes past a 16-byte boundary (the scalar path).
+  // Rows from 1 on: the data pointer is 12 bytes past a 16-byte boundary (the scalar path).
   const DevicePair a = random_pair(DType::F32, {1001, 3}, 4);
   const Tensor gv = a.gpu.rows(1, 1001), cv = a.cpu.rows(1, 1001);
   const double sq = ops::sum_squares(cv);

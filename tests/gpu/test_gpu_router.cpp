@@ -41,7 +41,7 @@ TEST(GpuRouter, RandomOddSizes) {
 
 TEST(GpuRouter, ManyTokens) {
   ZAYA_REQUIRE_GPU();
-  const int64_t N = 70000, K = 17;  // more than one grid's worth of blocks' rows
+  const int64_t N = 70000, K = 17;  // many rows, a production-like router width
   const DevicePair logits = random_pair(DType::F32, {N, K}, 5, 1.5);
   const DevicePair biases = random_pair(DType::F32, {K}, 6, 0.02);
   check_router(logits, biases, N, K, 9);
