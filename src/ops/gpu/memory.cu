@@ -1,7 +1,17 @@
-// Memory ops on the GPU (ops.h "memory"): fill, copy, conversion, segment copies, row gather and
-// scatter, column concatenation, the target shift. Bit moves, one thread per element; shapes,
-// dtypes and segment ranges were checked in ops/ops.cpp. Index values are not checked on the
-// device (the CPU backend asserts them; on the GPU an id out of range is the caller's bug).
+// Memory ops on the GPU (ops.h "memory"): fill, the counter-RNG fills, copy, conversion, segment
+// copies, row gather and scatter, column concatenation, the target shift. Bit moves in the widest
+// unit (16, 8, 4, 2 or 1 bytes) that the addresses and row sizes allow, one block per row for row
+// ops; shapes, dtypes and segment ranges were checked in ops/ops.cpp. Index values are not checked
+// on the device (the CPU backend asserts them; on the GPU an id out of range is the caller's bug).
+//
+// fill_normal and fill_uniform draw core/rng.h's counters on the device (ZAYA_HD): fill_uniform is
+// the CPU's bits exactly (integer mixing and exact or singly rounded IEEE double steps);
+// fill_normal's Box–Muller uses the device's double log and cos, within 1–2 ulp of the host's, so
+// an element can differ from the CPU's by one f32 ulp where the double lands next to a rounding
+// boundary (about 2^-28 of the elements).
+#include <vector>
+
+#include "core/rng.h"
 #include "ops/backend.h"
 #include "ops/gpu/common.cuh"
 
@@ -29,6 +39,142 @@ __global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n) {
 
 __global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n) {
   ZAYA_GPU_FOR(i, n) dst[i] = bf16_bits_to_float(src[i]);
+}
+
+__global__ void normal_kernel(float* p, int64_t n, CounterRng rng, double sd) {
+  ZAYA_GPU_FOR(i, n) p[i] = float(sd * rng.normal(uint64_t(i)));
+}
+
+template <class T>
+__global__ void uniform_kernel(T* p, int64_t n, CounterRng rng, double a) {
+  ZAYA_GPU_FOR(k, n) {
+    const float v = float(a * (2.0 * rng.uniform(uint64_t(k)) - 1.0));
+    if constexpr (sizeof(T) == 2)
+      p[k] = float_to_bf16_bits(v);
+    else
+      p[k] = v;
+  }
+}
+
+__global__ void zero_where_kernel(float* v, const int32_t* choice, int64_t n, int64_t k) {
+  ZAYA_GPU_FOR(i, n) if (choice[i] == k) v[i] = 0.0f;
+}
+
+// The unit of a bit move: the widest of 16, 8, 4, 2, 1 bytes dividing `bits` (addresses and
+// sizes OR-ed together).
+template <class U>
+struct Unit {
+  using type = U;
+};
+template <class Fn>
+void with_unit(uintptr_t bits, Fn&& fn) {
+  if (bits % 16 == 0) return fn(Unit<uint4>{}, 16);
+  if (bits % 8 == 0) return fn(Unit<uint2>{}, 8);
+  if (bits % 4 == 0) return fn(Unit<uint32_t>{}, 4);
+  if (bits % 2 == 0) return fn(Unit<uint16_t>{}, 2);
+  fn(Unit<uint8_t>{}, 1);
+}
+
+__host__ __device__ inline uintptr_t addr(const void* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+
+template <class U>
+__device__ __forceinline__ void move_units(void* dst, const void* src, int64_t n) {
+  U* d = static_cast<U*>(dst);
+  const U* s = static_cast<const U*>(src);
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) d[j] = s[j];
+}
+
+// One block per piece of a segment (≤ kPieceBytes), each moved in the widest unit it allows.
+struct Piece {
+  int64_t src = 0, dst = 0, bytes = 0;  // byte offsets into the flat buffers
+};
+constexpr int64_t kPieceBytes = int64_t(1) << 18;  // a multiple of 16: pieces keep alignment
+
+__global__ void copy_pieces_kernel(char* dst, const char* src, const Piece* pieces, int64_t n) {
+  for (int64_t c = blockIdx.x; c < n; c += gridDim.x) {
+    const Piece k = pieces[c];
+    char* d = dst + k.dst;
+    const char* s = src + k.src;
+    const uintptr_t bits = addr(d) | addr(s) | uintptr_t(k.bytes);
+    if (bits % 16 == 0)
+      move_units<uint4>(d, s, k.bytes / 16);
+    else if (bits % 8 == 0)
+      move_units<uint2>(d, s, k.bytes / 8);
+    else if (bits % 4 == 0)
+      move_units<uint32_t>(d, s, k.bytes / 4);
+    else if (bits % 2 == 0)
+      move_units<uint16_t>(d, s, k.bytes / 2);
+    else
+      move_units<uint8_t>(d, s, k.bytes);
+  }
+}
+
+// Rows of W units: gather dst[m] = src[ids[m]], or (kScatter) dst[ids[m]] = src[m].
+template <class U, bool kScatter>
+__global__ void move_rows_kernel(U* dst, const U* src, const int32_t* ids, int64_t M, int64_t W) {
+  for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
+    const int64_t r = ids[m];
+    if (kScatter)
+      move_units<U>(dst + r * W, src + m * W, W);
+    else
+      move_units<U>(dst + m * W, src + r * W, W);
+  }
+}
+
+// dst[ids[m]] = w[ids[m]] · src[m] (F32 products), rows of W floats; kVec: float4.
+template <bool kVec>
+__global__ void scatter_weighted_kernel(float* dst, const int32_t* ids, const float* src,
+                                        const float* w, int64_t M, int64_t W) {
+  for (int64_t m = blockIdx.x; m < M; m += gridDim.x) {
+    const int64_t r = ids[m];
+    const float s = w[r];
+    if (kVec) {
+      float4* d = reinterpret_cast<float4*>(dst + r * W);
+      const float4* x = reinterpret_cast<const float4*>(src + m * W);
+      for (int64_t j = threadIdx.x; j < W / 4; j += blockDim.x) {
+        const float4 v = x[j];
+        d[j] = make_float4(s * v.x, s * v.y, s * v.z, s * v.w);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < W; j += blockDim.x) dst[r * W + j] = s * src[m * W + j];
+    }
+  }
+}
+
+// dst[n] = [a[n] ‖ b[n]], rows of A and B units.
+template <class U>
+__global__ void concat_kernel(U* dst, const U* a, const U* b, int64_t N, int64_t A, int64_t B) {
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    move_units<U>(dst + n * (A + B), a + n * A, A);
+    move_units<U>(dst + n * (A + B) + A, b + n * B, B);
+  }
+}
+
+__global__ void shift_targets_kernel(int32_t* tgt, const int32_t* id, int64_t n, int64_t T) {
+  ZAYA_GPU_FOR(i, n) tgt[i] = (i % T) + 1 < T ? id[i + 1] : -1;
+}
+
+// Row width (elements) of a tensor whose rows are its first dimension.
+int64_t row_width(const Tensor& t) {
+  return t.shape[0] ? t.numel() / t.shape[0] : 0;
+}
+
+// Rows of the row ops: gather (dst[m] = src[ids[m]]) or scatter (dst[ids[m]] = src[m]), M =
+// row_ids.numel() rows of dst's width (src has the same).
+template <bool kScatter>
+void move_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
+  const int64_t M = row_ids.numel();
+  const uintptr_t row = uintptr_t(row_width(dst)) * dtype_size(dst.dtype);
+  if (M == 0 || row == 0) return;
+  with_unit(addr(dst.data) | addr(src.data) | row, [&](auto unit, uintptr_t u) {
+    using U = typename decltype(unit)::type;
+    move_rows_kernel<U, kScatter><<<blocks_for(M, 1), kBlock, 0, stream()>>>(
+        static_cast<U*>(dst.data), static_cast<const U*>(src.data), row_ids.ptr<int32_t>(), M,
+        int64_t(row / u));
+  });
+  ZAYA_GPU_LAUNCH_CHECK();
 }
 
 }  // namespace
@@ -70,6 +216,98 @@ void convert(const Tensor& dst, const Tensor& src) {
   } else {
     ZAYA_ASSERT(false, "convert: {} → {} on the GPU", dtype_name(src.dtype), dtype_name(dst.dtype));
   }
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream_id, double std) {
+  ZAYA_ASSERT(t.dtype == DType::F32, "fill_normal: F32 only");
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  normal_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<float>(), n,
+                                                        CounterRng{seed, stream_id}, std);
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream_id, double a) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  const CounterRng rng{seed, stream_id};
+  if (t.dtype == DType::F32)
+    uniform_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<float>(), n, rng, a);
+  else if (t.dtype == DType::BF16)
+    uniform_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<uint16_t>(), n, rng, a);
+  else
+    ZAYA_ASSERT(false, "fill_uniform: F32 or BF16");
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
+  const int64_t n = choice.numel();
+  ZAYA_ASSERT(v.dtype == DType::F32 && v.numel() == n, "zero_where_class: v F32 [N]");
+  if (n == 0) return;
+  zero_where_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(v.ptr<float>(), choice.ptr<int32_t>(),
+                                                            n, k);
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySegment> segments) {
+  const int64_t es = int64_t(dtype_size(src.dtype));
+  std::vector<Piece> pieces;
+  for (const CopySegment& g : segments)
+    for (int64_t at = 0; at < g.length * es; at += kPieceBytes) {
+      const int64_t bytes = g.length * es - at < kPieceBytes ? g.length * es - at : kPieceBytes;
+      pieces.push_back(Piece{g.src * es + at, g.dst * es + at, bytes});
+    }
+  if (pieces.empty()) return;
+  const int64_t n = int64_t(pieces.size());
+  Scratch list(size_t(n) * sizeof(Piece));
+  // Host → device; returns once the list is on the device (the host vector may then go).
+  zaya::gpu::copy(list.as<Piece>(), Device::Gpu, pieces.data(), Device::Cpu,
+                  size_t(n) * sizeof(Piece));
+  copy_pieces_kernel<<<blocks_for(n, 1), kBlock, 0, stream()>>>(
+      static_cast<char*>(dst.data), static_cast<const char*>(src.data), list.as<Piece>(), n);
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
+  move_rows<false>(dst, src, row_ids);
+}
+
+void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
+                  const Tensor& weight) {
+  const int64_t M = row_ids.numel(), W = row_width(dst);
+  if (M == 0 || W == 0) return;
+  if (weight.defined()) {
+    ZAYA_ASSERT(dst.dtype == DType::F32, "scatter_rows: the GPU computes in F32");
+    const bool vec = W % 4 == 0 && (addr(dst.data) | addr(src.data)) % 16 == 0;
+    auto kernel = vec ? scatter_weighted_kernel<true> : scatter_weighted_kernel<false>;
+    kernel<<<blocks_for(M, 1), kBlock, 0, stream()>>>(dst.ptr<float>(), row_ids.ptr<int32_t>(),
+                                                      src.ptr<float>(), weight.ptr<float>(), M, W);
+    ZAYA_GPU_LAUNCH_CHECK();
+    return;
+  }
+  move_rows<true>(dst, src, row_ids);
+}
+
+void concat_cols(const Tensor& dst, const Tensor& a, const Tensor& b) {
+  const int64_t N = dst.shape[0];
+  const uintptr_t es = dtype_size(dst.dtype);
+  const uintptr_t ra = uintptr_t(row_width(a)) * es, rb = uintptr_t(row_width(b)) * es;
+  if (N == 0 || ra + rb == 0) return;
+  with_unit(addr(dst.data) | addr(a.data) | addr(b.data) | ra | rb, [&](auto unit, uintptr_t u) {
+    using U = typename decltype(unit)::type;
+    concat_kernel<U><<<blocks_for(N, 1), kBlock, 0, stream()>>>(
+        static_cast<U*>(dst.data), static_cast<const U*>(a.data), static_cast<const U*>(b.data), N,
+        int64_t(ra / u), int64_t(rb / u));
+  });
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
+void shift_targets(const Tensor& targets, const Tensor& ids, int64_t B, int64_t T) {
+  const int64_t n = B * T;
+  if (n == 0) return;
+  shift_targets_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(targets.ptr<int32_t>(),
+                                                               ids.ptr<int32_t>(), n, T);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
