@@ -22,16 +22,16 @@ using namespace zaya::test;
 
 namespace {
 
-struct Run {
+struct DeviceRun {
   double loss = 0;
   std::vector<float> logits;  // [B·T·V], on the host
   std::vector<float> grads;   // the whole gradient arena, on the host
 };
 
 // One forward + backward of the mean loss over all rows of `tl` on m's device.
-Run forward_backward(Model& m, const TokenLines& tl) {
+DeviceRun forward_backward(Model& m, const TokenLines& tl) {
   const int64_t B = tl.rows, T = tl.cols, V = m.config().vocab_size;
-  Run r;
+  DeviceRun r;
   r.logits.resize(size_t(B * T * V));
   m.zero_grads();
   Activations a(m.config(), B, T, m.device());
@@ -94,13 +94,13 @@ TEST_P(GpuTwinCase, ForwardAndBackwardMatchTheCpu) {
   ASSERT_EQ(gpu.device(), Device::Gpu);
   EXPECT_EQ(host_weights(gpu), host_weights(cpu)) << "loading through host staging";
   const TokenLines tl = read_token_lines(dir + "/tokens.txt", cpu.config().vocab_size);
-  const Run want = forward_backward(cpu, tl);
-  const Run got = forward_backward(gpu, tl);
+  const DeviceRun want = forward_backward(cpu, tl);
+  const DeviceRun got = forward_backward(gpu, tl);
   EXPECT_NEAR(got.loss, want.loss, kModelLossAbs) << GetParam();
   expect_logits_close(got.logits, want.logits, GetParam());
   expect_grads_close(cpu, got.grads, want.grads, GetParam());
   // The model is unchanged by a pass, and a second pass accumulates nothing stale.
-  const Run again = forward_backward(gpu, tl);
+  const DeviceRun again = forward_backward(gpu, tl);
   EXPECT_EQ(again.loss, got.loss) << GetParam() << ": the same inputs give the same loss";
   EXPECT_EQ(again.grads, got.grads) << GetParam() << ": the same inputs give the same gradients";
 }
