@@ -1,14 +1,17 @@
-// zaya eval --model DIR --tokens FILE [--logits OUT] [--grads OUT] [--rows-per-batch N] [--quiet]
+// zaya eval --model DIR --tokens FILE [--logits OUT] [--grads OUT] [--rows-per-batch N]
+//           [--device cpu|gpu] [--quiet]
 // Prints "loss <float>": the mean next-token cross-entropy over positions 0..T−2 of every line
 // (C4). --logits writes `logits` F32 [B,T,V]; --grads writes ∂loss/∂θ for every trainable
-// parameter under its own name (F32).
+// parameter under its own name (F32). --device gpu runs the whole forward and backward on the GPU
+// (weights widened to F32 at load, as on the CPU); logits and gradients come back to the host to
+// be written.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 
 #include "cli/commands.h"
 #include "core/arena.h"
+#include "core/device.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "io/safetensors.h"
@@ -32,19 +35,29 @@ int64_t auto_rows(const ZayaConfig& c, int64_t B, int64_t T) {
 struct EvalArgs {
   std::string model, tokens, logits_out, grads_out;
   int64_t rows_per_batch = 0;  // 0: as many as fit in kAutoBatchBytes
+  std::string device = "cpu";
   bool quiet = false;
 };
 
+// The device --device names (the flag's check admits only cpu and gpu); gpu must be usable here.
+Device eval_device(const std::string& name) {
+  if (name == "cpu") return Device::Cpu;
+  if (!gpu::available()) fail("--device gpu: {}", gpu::describe());
+  return Device::Gpu;
+}
+
 int run_eval(const EvalArgs& args) {
   if (args.quiet) set_log_level(LogLevel::Quiet);
+  const Device device = eval_device(args.device);
   Timer timer;
-  Model model = Model::load_dir(args.model);
+  Model model = Model::load_dir(args.model, device);
   const ZayaConfig& c = model.config();
   TokenLines lines = read_token_lines(args.tokens, c.vocab_size);
   const int64_t B = lines.rows, T = lines.cols, V = c.vocab_size;
   const bool want_grads = !args.grads_out.empty();
-  log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s", B, T,
-           args.model, c.num_layers(), timer.seconds());
+  log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s, device {}", B,
+           T, args.model, c.num_layers(), timer.seconds(),
+           device == Device::Cpu ? std::string("cpu") : "gpu (" + gpu::describe() + ")");
 
   Buffer logits_all(args.logits_out.empty() ? 0 : size_t(B * T * V) * sizeof(float));
   const int64_t chunk =
@@ -54,13 +67,13 @@ int run_eval(const EvalArgs& args) {
   double loss_sum = 0;  // Σ of per-chunk mean losses weighted by their rows
   for (int64_t r0 = 0; r0 < B; r0 += chunk) {
     const int64_t rows = std::min(chunk, B - r0);
-    if (!acts || acts->B != rows) acts = std::make_unique<Activations>(c, rows, T);
+    if (!acts || acts->B != rows) acts = std::make_unique<Activations>(c, rows, T, device);
     const int32_t* ids = lines.ids.data() + r0 * T;
     const double loss = model_forward(model, *acts, ids);
     loss_sum += loss * double(rows);
-    if (logits_all.data())
-      std::memcpy(static_cast<float*>(logits_all.data()) + r0 * T * V, acts->logits.data,
-                  acts->logits.nbytes());
+    if (logits_all.data())  // to the host, whatever the device
+      device_copy(Tensor(static_cast<float*>(logits_all.data()) + r0 * T * V, {rows * T, V}),
+                  acts->logits);
     if (want_grads) model_backward(model, *acts, 1.0 / double(B * (T - 1)));
     if (B > chunk) log_info("eval: {}/{} rows ({:.1f}s)", r0 + rows, B, timer.seconds());
   }
@@ -72,12 +85,15 @@ int run_eval(const EvalArgs& args) {
     log_info("eval: wrote logits [{},{},{}] to {}", B, T, V, args.logits_out);
   }
   if (want_grads) {
+    Buffer staging;  // a GPU model's gradients are copied to the host first
+    float* base = model.host_grads(staging);
     std::vector<std::pair<std::string, Tensor>> grads;
     for (const ParamSpec& s : model.layout().specs)
-      if (s.trainable()) grads.emplace_back(s.name, model.grad(s.name));
+      if (s.trainable()) grads.emplace_back(s.name, s.view(base));
     save_safetensors(args.grads_out, grads);
     log_info("eval: wrote {} gradients to {}", grads.size(), args.grads_out);
   }
+  if (device == Device::Gpu) log_info("eval: {}", gpu::memory_report());
   return 0;
 }
 
@@ -101,6 +117,10 @@ Action add_eval_command(CLI::App& app) {
                   "rows evaluated together (default: as many as fit in 2 GiB of activations; "
                   "results agree up to rounding)")
       ->check(non_negative_number());
+  sub->add_option("--device", args->device,
+                  "where the forward and backward run: cpu (default) or gpu (a build with a GPU "
+                  "backend, on a machine with a GPU)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
   sub->add_flag("--quiet", args->quiet, "no progress output");
   return [args] { return run_eval(*args); };
 }

@@ -12,8 +12,10 @@ namespace {
 struct Carver {
   char* base = nullptr;
   size_t used = 0;
+  Device device = Device::Cpu;
   Tensor operator()(DType t, std::initializer_list<int64_t> dims) {
     Tensor v(nullptr, t, dims);
+    v.device = device;
     if (base) v.data = base + used;
     used += Arena::aligned(v.nbytes());
     return v;
@@ -120,11 +122,12 @@ size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T) {
   return measure.used;
 }
 
-Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_) : B(B_), T(T_) {
+Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_, Device device)
+    : B(B_), T(T_) {
   Carver measure;
   carve(*this, c, measure);
-  mem_ = Buffer(measure.used);
-  Carver real{static_cast<char*>(mem_.data()), 0};
+  mem_ = Buffer(measure.used, device);
+  Carver real{static_cast<char*>(mem_.data()), 0, device};
   carve(*this, c, real);
 }
 

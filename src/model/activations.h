@@ -1,7 +1,8 @@
 // Activations: everything the forward pass saves for backward, plus the backward scratch, for one
 // micro-batch shape [B, T]. One allocation (sized by a measuring pass), views everywhere.
-// N = B·T tokens. Per sub-layer the residual stream h, the normed mixer input x, its rstd and the
-// mixer output o are kept; attention and MoE sub-layers add their own saved tensors.
+// The allocation lives on one device (the model's). N = B·T tokens. Per sub-layer the residual
+// stream h, the normed mixer input x, its rstd and the mixer output o are kept; attention and MoE
+// sub-layers add their own saved tensors.
 #pragma once
 #include <vector>
 
@@ -69,7 +70,8 @@ struct Activations {
   Tensor lse, loss_rows;                // [N], [N]
   BackwardScratch g;
 
-  Activations(const ZayaConfig& c, int64_t B, int64_t T);
+  Activations(const ZayaConfig& c, int64_t B, int64_t T, Device device = Device::Cpu);
+  Device device() const { return mem_.device(); }
   // Bytes one Activations(c, B, T) allocates (to choose a micro-batch that fits in memory).
   static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T);
 

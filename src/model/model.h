@@ -1,6 +1,8 @@
 // Model: a config, its parameter layout, and two arenas of that layout — the weights and their
-// gradients (F32; allocated by the first zero_grads(), so inference never holds them). Loading
-// accepts any float dtype on disk (F32/BF16/F16/F64) and computes in F32.
+// gradients (F32; allocated by the first zero_grads(), so inference never holds them) — on one
+// device (the CPU by default; ops/ops.h runs the model wherever its tensors live). Loading
+// accepts any float dtype on disk (F32/BF16/F16/F64) and computes in F32: a GPU model's tensors
+// are converted on the host, one at a time, and copied to the device.
 #pragma once
 #include <string>
 
@@ -15,13 +17,13 @@ class SafeTensors;
 
 class Model {
  public:
-  explicit Model(ZayaConfig config);
+  explicit Model(ZayaConfig config, Device device = Device::Cpu);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
   Model(Model&&) = default;  // views stay valid: the arenas keep their heap blocks
 
   // Loads config.json + model.safetensors (or index + shards) from a model directory.
-  static Model load_dir(const std::string& dir);
+  static Model load_dir(const std::string& dir, Device device = Device::Cpu);
   // Fills the weights from `st`; throws zaya::Error naming any missing or mis-shaped tensor.
   void load_weights(const SafeTensors& st, const std::string& where);
   // Writes config.json + model.safetensors (F32) into dir (created if needed).
@@ -34,8 +36,14 @@ class Model {
 
   const ZayaConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
+  Device device() const { return params_.device(); }
+  // The arenas' base pointers: memory of device() (never dereference a GPU model's on the host).
   float* params() const { return static_cast<float*>(params_.data()); }
   float* grads() const { return static_cast<float*>(grads_.data()); }
+  // The same arenas readable on the host: params()/grads() themselves on a CPU model, else a copy
+  // made into `staging` (valid while it lives). ParamSpec::view(base) then views one tensor.
+  float* host_params(Buffer& staging) const { return on_host(params_, staging); }
+  float* host_grads(Buffer& staging) const { return on_host(grads_, staging); }
   // Whole-tensor views by name.
   Tensor param(const std::string& name) const { return view(params(), name); }
   Tensor grad(const std::string& name) const { return view(grads(), name); }
@@ -45,6 +53,7 @@ class Model {
 
  private:
   Tensor view(float* base, const std::string& name) const;
+  static float* on_host(const Buffer& arena, Buffer& staging);
   ZayaConfig config_;
   ParamLayout layout_;
   Buffer params_, grads_;

@@ -39,9 +39,10 @@ struct ParamSpec {
     return n;
   }
   bool trainable() const { return kind != ParamKind::Buffer; }
-  // This tensor's view in an arena of the layout (weights or gradients).
-  Tensor view(float* base) const {
+  // This tensor's view in an arena of the layout (weights or gradients) on `device`.
+  Tensor view(float* base, Device device = Device::Cpu) const {
     Tensor t(base + offset, {numel()});
+    t.device = device;
     t.ndim = int(shape.size());
     for (int i = 0; i < t.ndim; ++i) t.shape[i] = shape[size_t(i)];
     return t;

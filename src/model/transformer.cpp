@@ -53,6 +53,8 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids, const i
 namespace {
 
 double forward_loaded(const Model& m, Activations& a) {
+  ZAYA_ASSERT(a.device() == m.device(), "model_forward: a {} model with {} activations",
+              device_name(m.device()), device_name(a.device()));
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
   const int64_t N = a.B * a.T;
@@ -89,6 +91,8 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
   ZAYA_ASSERT(m.has_grads(), "model_backward before zero_grads() allocated the gradients");
+  ZAYA_ASSERT(a.device() == m.device(), "model_backward: a {} model with {} activations",
+              device_name(m.device()), device_name(a.device()));
   const ModelWeights& dw = m.dw;
   BackwardScratch& g = a.g;
   const int64_t N = a.B * a.T;

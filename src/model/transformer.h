@@ -1,5 +1,6 @@
 // The whole ZAYA1 graph (spec §6): embedding → [merge + RMSNorm → CCA | MoE] × L → final merge +
-// RMSNorm → tied LM head → cross-entropy (C4). Backward in strict reverse order (spec §8).
+// RMSNorm → tied LM head → cross-entropy (C4). Backward in strict reverse order (spec §8). Runs on
+// the model's device: the activations must live there too; ids and targets are host arrays.
 #pragma once
 #include <cstdint>
 

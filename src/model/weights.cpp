@@ -11,6 +11,7 @@ namespace {
 // adjacent; `last` is the final one of the run, checked to end where the block does).
 Tensor packed(const Tensor& first, const Tensor& last, std::initializer_list<int64_t> dims) {
   Tensor t(first.data, first.dtype, dims);
+  t.device = first.device;
   ZAYA_ASSERT(static_cast<const char*>(last.data) + last.nbytes() ==
                   static_cast<const char*>(first.data) + t.nbytes(),
               "weights: tensors of one GEMM are not adjacent in the layout");
@@ -19,8 +20,10 @@ Tensor packed(const Tensor& first, const Tensor& last, std::initializer_list<int
 
 }  // namespace
 
-ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float* base) {
-  const ParamViews v = bind_params(c, layout, [&](const ParamSpec& s) { return s.view(base); });
+ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float* base,
+                          Device device) {
+  const ParamViews v =
+      bind_params(c, layout, [&](const ParamSpec& s) { return s.view(base, device); });
   const int64_t D = c.hidden_size, d = c.head_dim(), Hk = c.kv_heads();
   ModelWeights w;
   w.embed = v.embed;

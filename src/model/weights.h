@@ -50,7 +50,8 @@ struct ModelWeights {
   Tensor final_norm;  // [D]
 };
 
-// Views into `base` (F32, layout.total elements) following `layout`.
-ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float* base);
+// Views into `base` (F32, layout.total elements, on `device`) following `layout`.
+ModelWeights bind_weights(const ZayaConfig& c, const ParamLayout& layout, float* base,
+                          Device device = Device::Cpu);
 
 }  // namespace zaya

@@ -13,27 +13,13 @@
 #include "model/activations.h"
 #include "model/transformer.h"
 #include "test_util.h"
+#include "twin_cases.h"
 
 using namespace zaya;
 using namespace zaya::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<std::string> twin_cases() {
-  std::vector<std::string> names;
-  const fs::path root = fs::path(ZAYA_TEST_DATA) / "model";
-  if (fs::is_directory(root))
-    for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && fs::exists(e.path() / "expected.safetensors"))
-        names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-fs::path case_dir(const std::string& name) {
-  return fs::path(ZAYA_TEST_DATA) / "model" / name;
-}
 
 struct EvalRun {
   double loss;

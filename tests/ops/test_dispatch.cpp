@@ -1,6 +1,8 @@
-// The device seam (ops/ops.cpp): a Gpu tensor in this CPU-only build reaches ops/gpu/no_gpu.cpp
-// and fails with its clear error (ops and memory alike), mixed devices are rejected before any
-// backend runs, views keep their device, and Cpu tensors still compute.
+// The device seam (ops/ops.cpp): a Gpu tensor in a CPU-only build reaches ops/gpu/no_gpu.cpp and
+// fails with its clear error (ops and memory alike; in a GPU build, ZAYA_HAS_GPU_BACKEND, those
+// cases skip, and GPU memory on a machine without a device is a zaya::Error instead), mixed
+// devices are rejected before any backend runs, views keep their device, and Cpu tensors still
+// compute.
 #include <gtest/gtest.h>
 
 #include "core/arena.h"
@@ -21,9 +23,18 @@ Tensor on_gpu(std::vector<float>& v, std::initializer_list<int64_t> dims) {
 
 const std::string kNoGpu = "this build has no GPU backend: configure with -DZAYA_GPU=CUDA or HIP";
 
+// The no-GPU-backend errors exist only in a CPU-only build (a GPU build would run the kernels on
+// these host vectors labelled as GPU memory).
+#ifdef ZAYA_HAS_GPU_BACKEND
+#define ZAYA_REQUIRE_CPU_ONLY_BUILD() GTEST_SKIP() << "a GPU build: it has a GPU backend"
+#else
+#define ZAYA_REQUIRE_CPU_ONLY_BUILD() (void)0
+#endif
+
 }  // namespace
 
 TEST(Dispatch, GpuTensorsGetTheNoGpuError) {
+  ZAYA_REQUIRE_CPU_ONLY_BUILD();
   std::vector<float> x(6, 1.0f), y(6, 7.0f);
   expect_error(
       [&] {
@@ -40,12 +51,21 @@ TEST(Dispatch, GpuTensorsGetTheNoGpuError) {
 }
 
 TEST(Dispatch, GpuMemoryGetsTheNoGpuError) {
+  ZAYA_REQUIRE_CPU_ONLY_BUILD();
   expect_error([] { Buffer b(256, Device::Gpu); }, {"allocating GPU memory", kNoGpu});
   expect_error([] { Arena a(256, Device::Gpu); }, {kNoGpu});
   std::vector<float> host(4, 1.0f), dev(4);
   expect_error([&] { device_copy(on_gpu(dev, {4}), Tensor(host.data(), {4})); },
                {"copying GPU memory", kNoGpu});
   expect_error([&] { device_fill_zero(on_gpu(dev, {4})); }, {"clearing GPU memory", kNoGpu});
+}
+
+// Without a device (a CPU-only build, or a GPU build on a machine without a GPU), asking for GPU
+// memory is a clear zaya::Error, and gpu::describe() says why there is none.
+TEST(Dispatch, GpuMemoryWithoutADeviceIsAnError) {
+  if (gpu::available()) GTEST_SKIP() << "a GPU is present: " << gpu::describe();
+  EXPECT_FALSE(gpu::describe().empty());
+  expect_error([] { Buffer b(256, Device::Gpu); }, {});
 }
 
 TEST(Dispatch, ViewsKeepTheDevice) {

@@ -1,0 +1,28 @@
+// The PyTorch twin's committed model cases (tests/data/model/<case>/: config.json,
+// model.safetensors, tokens.txt, expected.safetensors), shared by the CPU and GPU model tests.
+#pragma once
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace zaya::test {
+
+// The case names (directories holding expected.safetensors), sorted.
+inline std::vector<std::string> twin_cases() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  const fs::path root = fs::path(ZAYA_TEST_DATA) / "model";
+  if (fs::is_directory(root))
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && fs::exists(e.path() / "expected.safetensors"))
+        names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+inline std::filesystem::path case_dir(const std::string& name) {
+  return std::filesystem::path(ZAYA_TEST_DATA) / "model" / name;
+}
+
+}  // namespace zaya::test
