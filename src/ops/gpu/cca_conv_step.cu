@@ -68,9 +68,10 @@ __global__ void step_gemv_kernel(float* __restrict__ z, const float* __restrict_
   const float bias = b1[c];
 #pragma unroll
   for (int t = 0; t < kMaxGemvRows; ++t) {
-    if (t >= L) break;  // L is the same for the whole warp
-    const float s = warp_sum(acc[t]);
-    if (lane == 0) z[int64_t(t) * C + c] = bias + s;
+    if (t < L) {  // L is the same for the whole warp
+      const float s = warp_sum(acc[t]);
+      if (lane == 0) z[int64_t(t) * C + c] = bias + s;
+    }
   }
 }
 
