@@ -44,33 +44,36 @@ __global__ void step_stage0_kernel(float* __restrict__ y, float* __restrict__ st
 }
 
 // z[t, c] = b1[c] + Σ_e w1[c][e]·pair_t[e] over e < 2d (e = 2i + k: y_{t−1+k}[g·d+i]), one warp
-// per channel: each lane reads its weights once and keeps L ≤ kMaxGemvRows sums.
+// per channel: each lane reads its weights once and keeps L ≤ kMaxGemvRows sums. The channel loop
+// is warp-uniform and grid-strided: the host sizes the grid for 32-lane warps, so 64-lane warps
+// (AMD gfx9) take two channels each.
 template <class W>
 __global__ void step_gemv_kernel(float* __restrict__ z, const float* __restrict__ y,
                                  const W* __restrict__ w1, const float* __restrict__ b1, int L,
                                  int64_t C, int d) {
   const int warps = blockDim.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t c = int64_t(blockIdx.x) * warps + threadIdx.x / kWarp;
-  if (c >= C) return;  // whole warps leave together; no block-wide sync below
-  const int64_t g = c / d;
-  const W* w = w1 + c * 2 * d;
-  const float* yg = y + g * d;
-  float acc[kMaxGemvRows];
+  for (int64_t c = int64_t(blockIdx.x) * warps + threadIdx.x / kWarp; c < C;
+       c += int64_t(gridDim.x) * warps) {
+    const int64_t g = c / d;
+    const W* w = w1 + c * 2 * d;
+    const float* yg = y + g * d;
+    float acc[kMaxGemvRows];
 #pragma unroll
-  for (int t = 0; t < kMaxGemvRows; ++t) acc[t] = 0;
-  for (int e = lane; e < 2 * d; e += kWarp) {
-    const float wv = load_f32(w, e);
-    const float* col = yg + (e & 1) * C + (e >> 1);  // y row t + k at t = 0
+    for (int t = 0; t < kMaxGemvRows; ++t) acc[t] = 0;
+    for (int e = lane; e < 2 * d; e += kWarp) {
+      const float wv = load_f32(w, e);
+      const float* col = yg + (e & 1) * C + (e >> 1);  // y row t + k at t = 0
 #pragma unroll
-    for (int t = 0; t < kMaxGemvRows; ++t)
-      if (t < L) acc[t] += wv * col[int64_t(t) * C];
-  }
-  const float bias = b1[c];
+      for (int t = 0; t < kMaxGemvRows; ++t)
+        if (t < L) acc[t] += wv * col[int64_t(t) * C];
+    }
+    const float bias = b1[c];
 #pragma unroll
-  for (int t = 0; t < kMaxGemvRows; ++t) {
-    if (t < L) {  // L is the same for the whole warp
-      const float s = warp_sum(acc[t]);
-      if (lane == 0) z[int64_t(t) * C + c] = bias + s;
+    for (int t = 0; t < kMaxGemvRows; ++t) {
+      if (t < L) {  // L is the same for the whole warp
+        const float s = warp_sum(acc[t]);
+        if (lane == 0) z[int64_t(t) * C + c] = bias + s;
+      }
     }
   }
 }
@@ -85,8 +88,7 @@ void step(const Tensor& z, const Tensor& state, const Tensor& u, const W* w0, co
   ZAYA_GPU_LAUNCH_CHECK();
   const bool bf16 = w1.dtype == DType::BF16;
   if (L <= kMaxGemvRows) {
-    const int warps = kBlock / kWarp;
-    const unsigned blocks = unsigned((C + warps - 1) / warps);
+    const unsigned blocks = blocks_for(C, kBlock / 32);  // channels per block of 32-lane warps
     if (bf16)
       step_gemv_kernel<<<blocks, kBlock, 0, stream()>>>(z.ptr<float>(), y, w1.ptr<uint16_t>(),
                                                         b1.ptr<float>(), int(L), C, int(d));
