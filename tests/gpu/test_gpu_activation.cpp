@@ -48,8 +48,8 @@ TEST(GpuActivation, GeluMisaligned) {
     if (gpu) t.device = Device::Gpu;
     return t;
   };
-  gelu_case(at1(y, false), at1(y, true), at1(x, false), at1(x, true), at1(dy, false),
-            at1(dy, true), at1(dx, false), at1(dx, true));
+  gelu_case(at1(y, false), at1(y, true), at1(x, false), at1(x, true), at1(dy, false), at1(dy, true),
+            at1(dx, false), at1(dx, true));
   expect_nmse(y, kGpuF32Nmse, "y");
   expect_nmse(dx, kGpuF32Nmse, "dx");
 }

@@ -8,7 +8,7 @@ namespace {
 
 // N ids in [0, V) with many repeats (every third token is id 0 or V − 1).
 std::vector<int32_t> make_ids(int64_t N, int64_t V, uint64_t seed) {
-  std::vector<int32_t> ids(size_t(N));
+  std::vector<int32_t> ids(static_cast<size_t>(N));
   CounterRng rng{seed, 3};
   for (int64_t n = 0; n < N; ++n) {
     const int32_t r = int32_t(rng.uniform(uint64_t(n)) * double(V));
@@ -20,7 +20,7 @@ std::vector<int32_t> make_ids(int64_t N, int64_t V, uint64_t seed) {
 struct Case {
   int64_t N, V, D;
 };
-const std::vector<Case> kCases = {{1, 1, 1},     {7, 5, 7},      {31, 40, 33},  {33, 7, 31},
+const std::vector<Case> kCases = {{1, 1, 1},       {7, 5, 7},       {31, 40, 33},   {33, 7, 31},
                                   {257, 300, 257}, {33, 300, 2048}, {3, 262272, 8}, {600, 50, 64}};
 
 TEST(GpuEmbedding, Forward) {
@@ -29,7 +29,7 @@ TEST(GpuEmbedding, Forward) {
   for (const Case& c : kCases)
     for (DType dt : {DType::F32, DType::BF16}) {
       SCOPED_TRACE("N " + std::to_string(c.N) + " V " + std::to_string(c.V) + " D " +
-                   std::to_string(c.D) + " " + dtype_name(dt));
+                   std::to_string(c.D) + " " + std::string(dtype_name(dt)));
       DevicePair table = random_pair(dt, {c.V, c.D}, seed += 10);
       DevicePair ids = i32_pair(make_ids(c.N, c.V, seed));
       DevicePair out(DType::F32, {c.N, c.D});

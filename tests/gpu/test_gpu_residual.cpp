@@ -10,7 +10,7 @@ namespace {
 struct Shape {
   int64_t N, D;
 };
-const std::vector<Shape> kShapes = {{1, 1},     {7, 7},     {31, 33},  {33, 31},
+const std::vector<Shape> kShapes = {{1, 1},     {7, 7},    {31, 33},   {33, 31},
                                     {257, 257}, {3, 2048}, {33, 2048}, {600, 64}};
 
 const Tensor& side(const DevicePair& p, bool gpu) {
@@ -155,8 +155,8 @@ TEST(GpuResidual, MergeBackwardDoAliasesDh) {
     Grads gr(s.N, s.D, 0x3f, 8);
     for (bool g : {false, true})
       ops::residual_merge_backward(side(dh, g), gr.get(1, g), gr.get(2, g), gr.get(3, g),
-                                   gr.get(4, g), gr.get(5, g), side(dh, g), side(in.o, g),
-                                   in.HP(g), side(in.ao, g), side(in.bo, g), in.AR(g), in.BR(g));
+                                   gr.get(4, g), gr.get(5, g), side(dh, g), side(in.o, g), in.HP(g),
+                                   side(in.ao, g), side(in.bo, g), in.AR(g), in.BR(g));
     expect_nmse(dh, kGpuF32Nmse, "do_ = dh");
     gr.mask = 0x3e;
     gr.expect("");

@@ -9,9 +9,8 @@ namespace {
 struct Shape {
   int64_t N, D;
 };
-const std::vector<Shape> kShapes = {{1, 1},    {7, 7},   {31, 33},  {33, 31},
-                                    {257, 257}, {3, 2048}, {33, 2048}, {600, 64},
-                                    {5, 4100},  {3, 1029}};
+const std::vector<Shape> kShapes = {{1, 1},    {7, 7},     {31, 33},  {33, 31},  {257, 257},
+                                    {3, 2048}, {33, 2048}, {600, 64}, {5, 4100}, {3, 1029}};
 
 // The tensor of p's storage shifted by one element (a misaligned view), on both sides.
 struct Views {

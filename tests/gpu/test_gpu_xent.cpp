@@ -7,7 +7,7 @@ namespace zaya::test {
 namespace {
 
 std::vector<int32_t> make_targets(int64_t N, int64_t V) {
-  std::vector<int32_t> t(size_t(N));
+  std::vector<int32_t> t(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) t[size_t(n)] = n % 4 == 1 ? -1 : int32_t((n * 7919) % V);
   return t;
 }
@@ -15,7 +15,7 @@ std::vector<int32_t> make_targets(int64_t N, int64_t V) {
 struct Case {
   int64_t N, V;
 };
-const std::vector<Case> kCases = {{1, 1},   {7, 7},   {31, 33},     {33, 31},
+const std::vector<Case> kCases = {{1, 1},     {7, 7},    {31, 33},    {33, 31},
                                   {257, 257}, {5, 2048}, {3, 262272}, {2, 262271}};
 
 // boost is added to each counted row's target logit (a confident prediction).

@@ -34,8 +34,8 @@ __global__ void map_kernel(float* out, const float* a, const float* b, int64_t n
     ZAYA_GPU_FOR(i, n / 4) {
       const float4 x = reinterpret_cast<const float4*>(a)[i];
       const float4 y = b ? reinterpret_cast<const float4*>(b)[i] : make_float4(0, 0, 0, 0);
-      reinterpret_cast<float4*>(out)[i] = make_float4(f(x.x, y.x), f(x.y, y.y), f(x.z, y.z),
-                                                      f(x.w, y.w));
+      reinterpret_cast<float4*>(out)[i] =
+          make_float4(f(x.x, y.x), f(x.y, y.y), f(x.z, y.z), f(x.w, y.w));
     }
     // The n % 4 tail, by the first threads of the grid.
     const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, i = n / 4 * 4 + t;

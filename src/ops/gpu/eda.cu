@@ -87,8 +87,8 @@ void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, 
   const unsigned G = dgamma.defined() ? col_grid(N) : row_grid(N);
   Scratch part(dgamma.defined() ? size_t(G) * size_t(R) * sizeof(double) : 0);
   dispatch(geo, [&](auto W_, auto K_) {
-    backward_kernel<decltype(W_)::value, decltype(K_)::value><<<G, geo.threads, 0, stream()>>>(
-        drp, part.as<double>(), dr_NR, rp_NR, g_R, N, R);
+    backward_kernel<decltype(W_)::value, decltype(K_)::value>
+        <<<G, geo.threads, 0, stream()>>>(drp, part.as<double>(), dr_NR, rp_NR, g_R, N, R);
   });
   ZAYA_GPU_LAUNCH_CHECK();
   if (dgamma.defined()) finish_columns(dgamma.ptr<float>(), part.as<double>(), int(G), R);

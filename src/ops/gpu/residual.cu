@@ -3,8 +3,8 @@
 // read once (the row kernels of ops/gpu/rmsnorm_row.cuh: a thread's columns in registers, float4
 // loads where aligned, block reductions in double). The fused ops run the same row functions with
 // the same geometry as rmsnorm.cu, so they give the bits of the two ops in sequence. Parameter
-// gradients (dao, dbo, dar, dbr, dw) are per-block column sums in double, added over the blocks in a
-// fixed order (finish_columns). dbo and dbr are ao·Σdh and ar·Σdh (one sum serves both; equal to
+// gradients (dao, dbo, dar, dbr, dw) are per-block column sums in double, added over the blocks in
+// a fixed order (finish_columns). dbo and dbr are ao·Σdh and ar·Σdh (one sum serves both; equal to
 // the CPU's Σ ao·dh up to double rounding).
 #include "ops/backend.h"
 #include "ops/gpu/common.cuh"
@@ -38,8 +38,8 @@ struct MergeParams {
 
 // h = (o + bo)·ao (+ (hp + br)·ar) for row n.
 template <int W, int K>
-__device__ __forceinline__ void merge_row(Slice<W, K>& h, const Merge& m, const MergeParams<W, K>& p,
-                                          int64_t n, int64_t D) {
+__device__ __forceinline__ void merge_row(Slice<W, K>& h, const Merge& m,
+                                          const MergeParams<W, K>& p, int64_t n, int64_t D) {
   const int64_t nv = D / W;
   Slice<W, K> o;
   load(o, m.o + n * D, nv);
@@ -50,8 +50,8 @@ __device__ __forceinline__ void merge_row(Slice<W, K>& h, const Merge& m, const 
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int e = 0; e < W; ++e)
-        h.v[k][e] = (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e] +
-                    (hp.v[k][e] + p.br.v[k][e]) * p.ar.v[k][e];
+        h.v[k][e] =
+            (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e] + (hp.v[k][e] + p.br.v[k][e]) * p.ar.v[k][e];
   } else {
 #pragma unroll
     for (int k = 0; k < K; ++k)

@@ -66,8 +66,8 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
   const float *x_ND = x.ptr<float>(), *w_D = w.ptr<float>();
   const RowGeom g = row_geom(D, vec4_ok(D, y_ND, x_ND, w_D));
   dispatch(g, [&](auto W_, auto K_) {
-    forward_kernel<decltype(W_)::value, decltype(K_)::value><<<row_grid(N), g.threads, 0, stream()>>>(
-        y_ND, rstd.ptr<float>(), x_ND, w_D, N, D, eps);
+    forward_kernel<decltype(W_)::value, decltype(K_)::value>
+        <<<row_grid(N), g.threads, 0, stream()>>>(y_ND, rstd.ptr<float>(), x_ND, w_D, N, D, eps);
   });
   ZAYA_GPU_LAUNCH_CHECK();
 }

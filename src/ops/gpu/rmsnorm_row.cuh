@@ -197,8 +197,9 @@ __global__ void __launch_bounds__(kFinishCols* kWays)
 inline void finish_columns(float* out, const double* part, int G, int64_t D,
                            const float* scale = nullptr) {
   if (!out || D == 0) return;
-  finish_columns_kernel<kFinishWays><<<blocks_for(D, kFinishCols, int64_t(1) << 31), kFinishCols * kFinishWays,
-                          0, stream()>>>(out, part, G, D, scale);
+  finish_columns_kernel<kFinishWays>
+      <<<blocks_for(D, kFinishCols, int64_t(1) << 31), kFinishCols * kFinishWays, 0, stream()>>>(
+          out, part, G, D, scale);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 

@@ -95,8 +95,7 @@ __global__ void __launch_bounds__(kBlock)
         v[0] = l[i];
       }
 #pragma unroll
-      for (int e = 0; e < W; ++e)
-        v[e] = t < 0 ? 0.f : xent_grad(v[e], r, scale, i * W + e == t);
+      for (int e = 0; e < W; ++e) v[e] = t < 0 ? 0.f : xent_grad(v[e], r, scale, i * W + e == t);
       if constexpr (W == 4)
         reinterpret_cast<float4*>(d)[i] = make_float4(v[0], v[1], v[2], v[3]);
       else
@@ -121,11 +120,11 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
   const float* l = logits.ptr<float>();
   const unsigned grid = unsigned(N < 65535 ? N : 65535);
   if (vec4(V, l, l))
-    forward_kernel<4><<<grid, kXentThreads, 0, stream()>>>(
-        loss.ptr<float>(), lse.ptr<float>(), l, target.ptr<int32_t>(), N, V);
+    forward_kernel<4><<<grid, kXentThreads, 0, stream()>>>(loss.ptr<float>(), lse.ptr<float>(), l,
+                                                           target.ptr<int32_t>(), N, V);
   else
-    forward_kernel<1><<<grid, kXentThreads, 0, stream()>>>(
-        loss.ptr<float>(), lse.ptr<float>(), l, target.ptr<int32_t>(), N, V);
+    forward_kernel<1><<<grid, kXentThreads, 0, stream()>>>(loss.ptr<float>(), lse.ptr<float>(), l,
+                                                           target.ptr<int32_t>(), N, V);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
@@ -148,13 +147,11 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
   const int64_t per_seg = (nv + segs - 1) / segs;
   const dim3 grid{rows, unsigned(segs)};
   if (v4)
-    backward_kernel<4><<<grid, kBlock, 0, stream()>>>(d, l, lse.ptr<float>(),
-                                                      target.ptr<int32_t>(), float(scale), N, V,
-                                                      per_seg);
+    backward_kernel<4><<<grid, kBlock, 0, stream()>>>(d, l, lse.ptr<float>(), target.ptr<int32_t>(),
+                                                      float(scale), N, V, per_seg);
   else
-    backward_kernel<1><<<grid, kBlock, 0, stream()>>>(d, l, lse.ptr<float>(),
-                                                      target.ptr<int32_t>(), float(scale), N, V,
-                                                      per_seg);
+    backward_kernel<1><<<grid, kBlock, 0, stream()>>>(d, l, lse.ptr<float>(), target.ptr<int32_t>(),
+                                                      float(scale), N, V, per_seg);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
