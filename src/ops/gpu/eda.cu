@@ -22,10 +22,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     load(x, r + n * R, nv);
     load(p, rprev + n * R, nv);
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int e = 0; e < W; ++e) x.v[k][e] += g.v[k][e] * p.v[k][e];
+    ZAYA_ROW_EACH(k, e) x.v[k][e] += g.v[k][e] * p.v[k][e];
     store(r + n * R, x, nv);
   }
 }
@@ -43,17 +40,11 @@ __global__ void __launch_bounds__(kMaxThreads)
     load(d, dr + n * R, nv);
     if (part) {
       load(x, rprev + n * R, nv);
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int e = 0; e < W; ++e) acc.v[k][e] += double(d.v[k][e]) * double(x.v[k][e]);
+      ZAYA_ROW_EACH(k, e) acc.v[k][e] += double(d.v[k][e]) * double(x.v[k][e]);
     }
     if (drprev) {
       load(x, drprev + n * R, nv);
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int e = 0; e < W; ++e) x.v[k][e] += g.v[k][e] * d.v[k][e];
+      ZAYA_ROW_EACH(k, e) x.v[k][e] += g.v[k][e] * d.v[k][e];
       store(drprev + n * R, x, nv);
     }
   }

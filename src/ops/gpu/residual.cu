@@ -46,17 +46,12 @@ __device__ __forceinline__ void merge_row(Slice<W, K>& h, const Merge& m,
   if (m.hp) {
     Slice<W, K> hp;
     load(hp, m.hp + n * D, nv);
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int e = 0; e < W; ++e)
-        h.v[k][e] =
-            (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e] + (hp.v[k][e] + p.br.v[k][e]) * p.ar.v[k][e];
+    ZAYA_ROW_EACH(k, e) {
+      h.v[k][e] =
+          (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e] + (hp.v[k][e] + p.br.v[k][e]) * p.ar.v[k][e];
+    }
   } else {
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int e = 0; e < W; ++e) h.v[k][e] = (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e];
+    ZAYA_ROW_EACH(k, e) h.v[k][e] = (o.v[k][e] + p.bo.v[k][e]) * p.ao.v[k][e];
   }
 }
 
@@ -123,44 +118,31 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (gr.dao) {
       Slice<W, K> o;
       load(o, m.o + n * D, nv);
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int e = 0; e < W; ++e)
-          s_ao.v[k][e] += double(o.v[k][e] + p.bo.v[k][e]) * double(t.v[k][e]);
+      ZAYA_ROW_EACH(k, e) {
+        s_ao.v[k][e] += double(o.v[k][e] + p.bo.v[k][e]) * double(t.v[k][e]);
+      }
     }
     if (gr.dsum) {
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int e = 0; e < W; ++e) s_sum.v[k][e] += double(t.v[k][e]);
+      ZAYA_ROW_EACH(k, e) s_sum.v[k][e] += double(t.v[k][e]);
     }
     if (m.hp) {
       if (gr.dar) {
         Slice<W, K> hp;
         load(hp, m.hp + n * D, nv);
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int e = 0; e < W; ++e)
-            s_ar.v[k][e] += double(hp.v[k][e] + p.br.v[k][e]) * double(t.v[k][e]);
+        ZAYA_ROW_EACH(k, e) {
+          s_ar.v[k][e] += double(hp.v[k][e] + p.br.v[k][e]) * double(t.v[k][e]);
+        }
       }
       if (gr.dhp) {
         Slice<W, K> d;
         load(d, gr.dhp + n * D, nv);
-#pragma unroll
-        for (int k = 0; k < K; ++k)
-#pragma unroll
-          for (int e = 0; e < W; ++e) d.v[k][e] += p.ar.v[k][e] * t.v[k][e];
+        ZAYA_ROW_EACH(k, e) d.v[k][e] += p.ar.v[k][e] * t.v[k][e];
         store(gr.dhp + n * D, d, nv);
       }
     }
     if (gr.do_) {
       Slice<W, K> d;
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-#pragma unroll
-        for (int e = 0; e < W; ++e) d.v[k][e] = p.ao.v[k][e] * t.v[k][e];
+      ZAYA_ROW_EACH(k, e) d.v[k][e] = p.ao.v[k][e] * t.v[k][e];
       store(gr.do_ + n * D, d, nv);
     }
   }

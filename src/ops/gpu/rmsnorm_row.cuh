@@ -30,6 +30,11 @@ constexpr int kColGrid = 512;
 constexpr int kRowGrid = 65535;
 
 // ---------------------------------------------------------------- slices of a row
+// Every element (k, e) of a thread's slice, unrolled (W and K are the enclosing template's):
+// ZAYA_ROW_EACH(k, e) s.v[k][e] = …;
+#define ZAYA_ROW_EACH(k, e) \
+  _Pragma("unroll") for (int k = 0; k < K; ++k) _Pragma("unroll") for (int e = 0; e < W; ++e)
+
 template <int W, int K>
 struct Slice {
   float v[K][W];
@@ -82,12 +87,7 @@ __device__ __forceinline__ void store(float* p, const Slice<W, K>& s, int64_t nv
 template <int W, int K>
 struct Acc {
   double v[K][W];
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int e = 0; e < W; ++e) v[k][e] = 0.0;
-  }
+  __device__ __forceinline__ void zero() { ZAYA_ROW_EACH(k, e) v[k][e] = 0.0; }
   __device__ __forceinline__ void store_partial(double* part, int64_t D) const {
     const int64_t nv = D / W;
     double* row = part + int64_t(blockIdx.x) * D;
@@ -211,16 +211,10 @@ __device__ __forceinline__ float rms_forward(Slice<W, K>& y, const Slice<W, K>& 
                                              const Slice<W, K>& w, int64_t D, float eps,
                                              double* red) {
   double ss = 0;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < W; ++e) ss += double(x.v[k][e]) * double(x.v[k][e]);
+  ZAYA_ROW_EACH(k, e) ss += double(x.v[k][e]) * double(x.v[k][e]);
   ss = block_sum(ss, red);
   const float r = float(1.0 / sqrt(ss / double(D) + double(eps)));
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < W; ++e) y.v[k][e] = w.v[k][e] * (r * x.v[k][e]);
+  ZAYA_ROW_EACH(k, e) y.v[k][e] = w.v[k][e] * (r * x.v[k][e]);
   return r;
 }
 
@@ -231,29 +225,20 @@ __device__ __forceinline__ void rms_backward(Slice<W, K>& d, const Slice<W, K>& 
                                              const Slice<W, K>& x, const Slice<W, K>& w, float r,
                                              int64_t D, bool accumulate, double* red) {
   double s = 0;
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < W; ++e) s += double(dy.v[k][e] * w.v[k][e]) * double(r * x.v[k][e]);
+  ZAYA_ROW_EACH(k, e) s += double(dy.v[k][e] * w.v[k][e]) * double(r * x.v[k][e]);
   s = block_sum(s, red);
   const float c = float(s / double(D));
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < W; ++e) {
-      const float v = r * (dy.v[k][e] * w.v[k][e] - (r * x.v[k][e]) * c);
-      d.v[k][e] = accumulate ? d.v[k][e] + v : v;
-    }
+  ZAYA_ROW_EACH(k, e) {
+    const float v = r * (dy.v[k][e] * w.v[k][e] - (r * x.v[k][e]) * c);
+    d.v[k][e] = accumulate ? d.v[k][e] + v : v;
+  }
 }
 
 // One row's share of dw = Σ_n dy ⊙ (ρ x): acc += dy·(ρ x) in double.
 template <int W, int K>
 __device__ __forceinline__ void rms_dw(Acc<W, K>& acc, const Slice<W, K>& dy, const Slice<W, K>& x,
                                        float r) {
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-#pragma unroll
-    for (int e = 0; e < W; ++e) acc.v[k][e] += double(dy.v[k][e]) * double(r * x.v[k][e]);
+  ZAYA_ROW_EACH(k, e) acc.v[k][e] += double(dy.v[k][e]) * double(r * x.v[k][e]);
 }
 
 }  // namespace zaya::gpu::rows
