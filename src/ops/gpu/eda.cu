@@ -3,6 +3,7 @@
 // a thread owns the same columns of every row, so dγ is a per-block column sum in double in
 // registers, then added over the blocks in a fixed order (finish_columns): deterministic.
 #include "ops/backend.h"
+#include "ops/check.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/rmsnorm_row.cuh"
 
@@ -72,7 +73,7 @@ void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, 
   ZAYA_ASSERT(dr.dtype == DType::F32, "eda_backward: the GPU computes in F32");
   const int64_t R = dr.size(-1), N = R ? dr.numel() / R : 0;
   if (N == 0 || (!drprev.defined() && !dgamma.defined())) return;
-  float* drp = drprev.defined() ? drprev.ptr<float>() : nullptr;
+  float* drp = ptr_or_null<float>(drprev);
   const float *dr_NR = dr.ptr<float>(), *rp_NR = rprev.ptr<float>(), *g_R = gamma.ptr<float>();
   const RowGeom geo = row_geom(R, vec4_ok(R, drp, dr_NR, rp_NR, g_R));
   const unsigned G = dgamma.defined() ? col_grid(N) : row_grid(N);

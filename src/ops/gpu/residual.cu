@@ -7,6 +7,7 @@
 // a fixed order (finish_columns). dbo and dbr are ao·Σdh and ar·Σdh (one sum serves both; equal to
 // the CPU's Σ ao·dh up to double rounding).
 #include "ops/backend.h"
+#include "ops/check.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/rmsnorm_row.cuh"
 
@@ -154,22 +155,13 @@ __global__ void __launch_bounds__(kMaxThreads)
   if (gr.dw) s_w.store_partial(part + kPartW * GD, D);
 }
 
-template <class T>
-const T* cptr(const Tensor& t) {
-  return t.defined() ? t.ptr<T>() : nullptr;
-}
-template <class T>
-T* mptr(const Tensor& t) {
-  return t.defined() ? t.ptr<T>() : nullptr;
-}
-
 Merge merge_args(const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
                  const Tensor& ar, const Tensor& br) {
   ZAYA_ASSERT(o.dtype == DType::F32, "residual merge: the GPU computes in F32");
   ZAYA_ASSERT(hp.defined() == ar.defined() && hp.defined() == br.defined(),
               "residual merge: hp, ar and br must be all defined or all undefined");
-  return {o.ptr<float>(),  cptr<float>(hp), ao.ptr<float>(),
-          bo.ptr<float>(), cptr<float>(ar), cptr<float>(br)};
+  return {o.ptr<float>(),  ptr_or_null<float>(hp), ao.ptr<float>(),
+          bo.ptr<float>(), ptr_or_null<float>(ar), ptr_or_null<float>(br)};
 }
 
 // The geometry of a row kernel over all of these pointers (float4 only if all are aligned).
@@ -250,8 +242,9 @@ void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor&
                              const Tensor& dh, const Tensor& o, const Tensor& hp, const Tensor& ao,
                              const Tensor& bo, const Tensor& ar, const Tensor& br) {
   const int64_t D = o.size(-1), N = D ? o.numel() / D : 0;
-  launch_backward(false, mptr<float>(do_), mptr<float>(dhp),
-                  {mptr<float>(dao), mptr<float>(dbo), mptr<float>(dar), mptr<float>(dbr), nullptr},
+  launch_backward(false, ptr_or_null<float>(do_), ptr_or_null<float>(dhp),
+                  {ptr_or_null<float>(dao), ptr_or_null<float>(dbo), ptr_or_null<float>(dar),
+                   ptr_or_null<float>(dbr), nullptr},
                   dh.ptr<float>(), merge_args(o, hp, ao, bo, ar, br), NormIn{}, N, D);
 }
 
@@ -270,11 +263,11 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
                             const Tensor& ar, const Tensor& br, const Tensor& w,
                             const Tensor& rstd) {
   const int64_t D = o.size(-1), N = D ? o.numel() / D : 0;
-  launch_backward(
-      true, mptr<float>(do_), mptr<float>(dhp),
-      {mptr<float>(dao), mptr<float>(dbo), mptr<float>(dar), mptr<float>(dbr), mptr<float>(dw)},
-      dh.ptr<float>(), merge_args(o, hp, ao, bo, ar, br),
-      NormIn{dx.ptr<float>(), h.ptr<float>(), w.ptr<float>(), rstd.ptr<float>()}, N, D);
+  launch_backward(true, ptr_or_null<float>(do_), ptr_or_null<float>(dhp),
+                  {ptr_or_null<float>(dao), ptr_or_null<float>(dbo), ptr_or_null<float>(dar),
+                   ptr_or_null<float>(dbr), ptr_or_null<float>(dw)},
+                  dh.ptr<float>(), merge_args(o, hp, ao, bo, ar, br),
+                  NormIn{dx.ptr<float>(), h.ptr<float>(), w.ptr<float>(), rstd.ptr<float>()}, N, D);
 }
 
 }  // namespace zaya::ops::gpu

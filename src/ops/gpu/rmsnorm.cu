@@ -4,6 +4,7 @@
 // double. dw = Σ_n dy ⊙ (ρx) is summed per block in registers, then over the blocks in a fixed
 // order (finish_columns): deterministic, no atomics.
 #include "ops/backend.h"
+#include "ops/check.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/rmsnorm_row.cuh"
 
@@ -77,7 +78,7 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, cons
   ZAYA_ASSERT(x.dtype == DType::F32, "rmsnorm_backward: the GPU computes in F32");
   const int64_t D = x.size(-1), N = D ? x.numel() / D : 0;
   if (N == 0 || (!dx.defined() && !dw.defined())) return;
-  float* dx_ND = dx.defined() ? dx.ptr<float>() : nullptr;
+  float* dx_ND = ptr_or_null<float>(dx);
   const float *dy_ND = dy.ptr<float>(), *x_ND = x.ptr<float>(), *w_D = w.ptr<float>();
   const RowGeom g = row_geom(D, vec4_ok(D, dx_ND, dy_ND, x_ND, w_D));
   const unsigned G = dw.defined() ? col_grid(N) : row_grid(N);
