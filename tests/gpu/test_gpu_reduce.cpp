@@ -106,6 +106,10 @@ TEST(GpuReduce, Scale) {
   ops::scale(c.cpu.rows(1, 9), -3.7);
   ops::scale(c.gpu.rows(1, 9), -3.7);
   expect_equal(c, "rows 1…");
+  DevicePair big = random_pair(DType::F32, {1000004, 1}, 10);  // unaligned and many blocks
+  ops::scale(big.cpu.rows(1, 1000004), 0.3);
+  ops::scale(big.gpu.rows(1, 1000004), 0.3);
+  expect_equal(big, "rows 1… of a large tensor");
 }
 
 }  // namespace

@@ -182,7 +182,8 @@ void scale(const Tensor& t, double s) {
       done = n / 4 * 4;
     }
     if (done < n) {
-      scale_kernel<<<1, kBlock, 0, stream()>>>(x + done, n - done, float(s));
+      // The 1–3 elements after the float4s, or all of an unaligned tensor.
+      scale_kernel<<<blocks_for(n - done), kBlock, 0, stream()>>>(x + done, n - done, float(s));
       ZAYA_GPU_LAUNCH_CHECK();
     }
   } else {
