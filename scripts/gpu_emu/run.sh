@@ -15,7 +15,7 @@ emu=scripts/gpu_emu
 out=build/gpu-emu
 rel=build/release
 jobs=${ZAYA_EMU_JOBS:-2}
-mkdir -p "$out/src" "$out/obj" "$out/bin" "$out/log"
+mkdir -p "$out/src" "$out/include/ops/gpu" "$out/obj" "$out/bin" "$out/log"
 
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
@@ -44,7 +44,14 @@ for e in json.load(open(sys.argv[1] + '/compile_commands.json')):
         print(' '.join(shlex.quote(x) for x in keep)); break
 PY
 )
-cflags="$cflags -O2 -g -Wno-unused-variable -Wno-unused-function"
+cflags="$cflags -O2 -g -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas"
+# Headers with launches in them: transformed copies, found first on the include path.
+for f in src/ops/gpu/*.cuh; do
+  h="$out/include/ops/gpu/$(basename "$f")"
+  if [ ! "$h" -nt "$f" ] || [ ! "$h" -nt "$emu/transform.py" ]; then
+    python3 "$emu/transform.py" "$f" "$h"
+  fi
+done
 sources=()
 for f in src/ops/gpu/*.cu; do
   cpp="$out/src/$(basename "$f" .cu).cpp"
@@ -67,14 +74,14 @@ for s in "${sources[@]}"; do
   [ "$(basename "$s")" = rope.cpp ] && [ "${s#src/}" != "$s" ] && o="$out/obj/rope_host.o"
   objs+=("$o")
   if [ ! "$o" -nt "$s" ] || [ ! "$o" -nt "$emu/include/ops/gpu/vendor.h" ] ||
-    [ -n "$(find src/ops/gpu src/ops/backend_ops.inc src/core -newer "$o" \( -name '*.h' -o -name '*.cuh' -o -name '*.inc' \) 2>/dev/null | head -1)" ]; then
+    [ -n "$(find src/ops/gpu src/ops/backend_ops.inc src/core "$out/include" -newer "$o" \( -name '*.h' -o -name '*.cuh' -o -name '*.inc' \) 2>/dev/null | head -1)" ]; then
     stale+=("$s=$o")
   fi
 done
 if [ ${#stale[@]} -gt 0 ]; then
   printf '%s\n' "${stale[@]}" | xargs -P "$jobs" -I{} bash -c '
     s=${1%%=*}; o=${1#*=}
-    eval "c++ $2 -I'"$emu"'/include -Isrc -x c++ -c \"\$s\" -o \"\$o\"" 2>"$o.log" ||
+    eval "c++ $2 -I'"$out"'/include -I'"$emu"'/include -Isrc -x c++ -c \"\$s\" -o \"\$o\"" 2>"$o.log" ||
       { echo "COMPILE FAILED: $s"; cat "$o.log"; exit 1; }' _ {} "$cflags" || exit 1
 fi
 
@@ -102,11 +109,11 @@ for t in "${tests[@]}"; do
   rc=$?
   set -e
   pass=$(grep -c '^\[       OK \]' "$out/log/$t.log" || true)
-  fail=$(grep -c '^\[  FAILED  \].*(' "$out/log/$t.log" || true)
+  fail=$(grep -cE '^\[  FAILED  \].*\([0-9]+ ms\)$' "$out/log/$t.log" || true)
   skip=$(grep -c '^\[  SKIPPED \]' "$out/log/$t.log" || true)
   line="$t rc=$rc passed=$pass failed=$fail skipped=$skip"
   echo "$line" | tee -a "$summary"
-  grep '^\[  FAILED  \].*(' "$out/log/$t.log" || true
+  grep -E '^\[  FAILED  \].*\([0-9]+ ms\)$' "$out/log/$t.log" || true
   [ "$rc" -eq 0 ] || { status=1; [ "$fail" -gt 0 ] || tail -5 "$out/log/$t.log"; }
 done
 echo "summary: $summary, logs: $out/log/"
