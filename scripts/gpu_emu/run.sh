@@ -44,7 +44,7 @@ for e in json.load(open(sys.argv[1] + '/compile_commands.json')):
         print(' '.join(shlex.quote(x) for x in keep)); break
 PY
 )
-cflags="$cflags -O2 -g -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas"
+cflags="$cflags -O2 -g -ffp-contract=off -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas"
 # Headers with launches in them: transformed copies, found first on the include path.
 for f in src/ops/gpu/*.cuh; do
   h="$out/include/ops/gpu/$(basename "$f")"
@@ -69,6 +69,10 @@ done
 sources+=("$emu/emu.cpp" "$emu/emu_stubs.cpp")
 objs=()
 stale=()
+# New flags or a new emulator: rebuild everything.
+stamp="$out/obj/stamp"
+want="$cflags $(cat "$emu/include/ops/gpu/vendor.h" "$emu/transform.py" | md5sum)"
+[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || rm -f "$out"/obj/*.o
 for s in "${sources[@]}"; do
   o="$out/obj/$(basename "$s" .cpp).o"
   [ "$(basename "$s")" = rope.cpp ] && [ "${s#src/}" != "$s" ] && o="$out/obj/rope_host.o"
@@ -84,6 +88,7 @@ if [ ${#stale[@]} -gt 0 ]; then
     eval "c++ $2 -I'"$out"'/include -I'"$emu"'/include -Isrc -x c++ -c \"\$s\" -o \"\$o\"" 2>"$o.log" ||
       { echo "COMPILE FAILED: $s"; cat "$o.log"; exit 1; }' _ {} "$cflags" || exit 1
 fi
+echo "$want" >"$stamp"
 
 # 3. zaya_lib without no_gpu.cpp (its GPU entry points come from the objects above).
 cp "$rel/libzaya_lib.a" "$out/libzaya_cpu.a"
