@@ -14,11 +14,11 @@
 // threads of a thread row (16 aligned lanes of one warp, on 32- and 64-lane warps alike).
 //
 // Kernels (every output element is written by one thread in a fixed order: deterministic):
-//   flash_forward_kernel  block (query tile, b·Hq + h), key tiles 0 … the diagonal;
+//   flash_forward_kernel  block (b·Hq + h, query tile), key tiles 0 … the diagonal;
 //   row_dot_kernel        Δ[b,h,t] = ⟨dO, O⟩, one warp per row;
-//   dkv_kernel            block (key tile, b·Hk + g): the G heads of g, then query tiles from
+//   dkv_kernel            block (b·Hk + g, key tile): the G heads of g, then query tiles from
 //                         the diagonal on; dK, dV accumulate in registers (GQA sum inside);
-//   dq_kernel             block (query tile, b·Hq + h), key tiles 0 … the diagonal.
+//   dq_kernel             block (b·Hq + h, query tile), key tiles 0 … the diagonal.
 // Tile sizes per DP keep shared memory within 64 KiB on AMD (kSmallLds) and use NVIDIA's opt-in
 // shared memory (set_smem) above 48 KiB.
 #include <cmath>
@@ -152,7 +152,7 @@ __device__ __forceinline__ float row16_sum(float v) {
 
 // Flash forward over one (b, query head, query tile): q[B,Tq,Hq,d], k,v[B,Tk,Hk,d] with Tk ≥ Tq;
 // query row t sits at position t + (Tk − Tq) and sees keys τ ≤ that position. o[B,Tq,Hq,d];
-// lse[B,Hq,Tq] (may be null). Grid (query tiles, B·Hq), longest rows first.
+// lse[B,Hq,Tq] (may be null). Grid (B·Hq, query tiles), the longest rows first.
 // Shared: Q[BQ][DP+4] (scaled), KV[BK][DP+4] (K, then V, of one key tile), P[BQ][BK+4].
 template <int DP, int BQ, int BK>
 constexpr int forward_smem_floats() {
@@ -171,8 +171,8 @@ __global__ __launch_bounds__(kThreads) void flash_forward_kernel(float* o, float
   float* sKV = sQ + BQ * LD;
   float* sP = sKV + BK * LD;
   const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
-  const int t0 = (gridDim.x - 1 - blockIdx.x) * BQ, nq = min(BQ, Tq - t0);
-  const int bh = blockIdx.y, b = bh / Hq, h = bh % Hq, g = h / (Hq / Hk);
+  const int t0 = (gridDim.y - 1 - blockIdx.y) * BQ, nq = min(BQ, Tq - t0);
+  const int bh = blockIdx.x, b = bh / Hq, h = bh % Hq, g = h / (Hq / Hk);
   const int off = Tk - Tq;
   const int64_t qrs = int64_t(Hq) * d, krs = int64_t(Hk) * d;
   load_tile<BQ, DP>(sQ, LD, q + ((int64_t(b) * Tq + t0) * Hq + h) * d, qrs, nq, d, scale, vec);
@@ -283,8 +283,8 @@ __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* do
   float* sV = sK + BK * LD;
   float* sdS = sV + BK * LD;
   const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
-  const int t0 = (gridDim.x - 1 - blockIdx.x) * BQ, nq = min(BQ, T - t0);
-  const int bh = blockIdx.y, b = bh / Hq, h = bh % Hq, g = h / (Hq / Hk);
+  const int t0 = (gridDim.y - 1 - blockIdx.y) * BQ, nq = min(BQ, T - t0);
+  const int bh = blockIdx.x, b = bh / Hq, h = bh % Hq, g = h / (Hq / Hk);
   const int64_t qrs = int64_t(Hq) * d, krs = int64_t(Hk) * d;
   const int64_t q0 = ((int64_t(b) * T + t0) * Hq + h) * d;
   load_tile<BQ, DP>(sQ, LD, q + q0, qrs, nq, d, scale, vec);
@@ -365,8 +365,8 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
   float* sL = sdSt + BK * LQ;
   float* sD = sL + BQ;
   const int tx = threadIdx.x % kTile, ty = threadIdx.x / kTile;
-  const int tau0 = blockIdx.x * BK, nk = min(BK, T - tau0);  // key tile 0 (most work) first
-  const int bg = blockIdx.y, b = bg / Hk, g = bg % Hk, G = Hq / Hk;
+  const int tau0 = blockIdx.y * BK, nk = min(BK, T - tau0);  // key tile 0 (most work) first
+  const int bg = blockIdx.x, b = bg / Hk, g = bg % Hk, G = Hq / Hk;
   const int64_t qrs = int64_t(Hq) * d, krs = int64_t(Hk) * d;
   const int64_t kv0 = ((int64_t(b) * T + tau0) * Hk + g) * d;
   load_tile<BK, DP>(sK, LD, k + kv0, krs, nk, d, 1.f, vec);
@@ -430,7 +430,9 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
   }
 }
 
-// Tile sizes per padded head size (rows of the block's own tile first).
+// Tile sizes per padded head size (rows of the block's own tile first). Tiles are ≥ 16 rows and
+// lie on the grid's y (≤ 65535 blocks).
+constexpr int64_t kMaxT = int64_t(16) * 65535;
 template <int DP>
 struct ForwardTiles {  // query rows, keys
   static constexpr int BQ = 64, BK = DP <= 64 ? 64 : 32;
@@ -485,31 +487,37 @@ struct Dims {
   int64_t B, T, Hq, Hk, d;
 };
 
-Dims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v, const char* what) {
-  ZAYA_ASSERT(q.ndim == 4 && k.ndim == 4 && v.ndim == 4, what);
+// The shapes of q, k, v (asserted: a wrong one would make the kernels read out of bounds).
+Dims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) {
+  ZAYA_ASSERT(q.ndim == 4 && k.ndim == 4 && v.ndim == 4,
+              "attention on the GPU: q, k, v must be [B,T,H,d]");
   const Dims s{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
   ZAYA_ASSERT(k.size(0) == s.B && k.size(1) == s.T && k.size(3) == s.d && s.Hk > 0 &&
                   s.Hq % s.Hk == 0 && v.numel() == k.numel(),
-              what);
-  ZAYA_ASSERT(s.B * s.Hq <= 65535 && s.T < (int64_t(1) << 30), what);
+              "attention on the GPU: q [B,T,Hq,d], k and v [B,T,Hk,d] with Hk | Hq");
+  ZAYA_ASSERT(s.T <= kMaxT && s.B * s.Hq < (int64_t(1) << 31),
+              "attention on the GPU: T ≤ 16·65535 (tiles on the grid's y) and B·Hq < 2^31");
   return s;
 }
 
-void check_f32(std::initializer_list<const Tensor*> ts, const char* what) {
-  for (const Tensor* t : ts) ZAYA_ASSERT(t->dtype == DType::F32, what);
+bool all_f32(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->dtype != DType::F32) return false;
+  return true;
 }
 
 }  // namespace
 
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                              int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d) {
-  ZAYA_ASSERT(B * Hq <= 65535 && Tq <= Tk, "flash_attention_forward: B·Hq ≤ 65535, Tq ≤ Tk");
+  ZAYA_ASSERT(Tq <= Tk && Tk <= kMaxT && B * Hq < (int64_t(1) << 31),
+              "flash_attention_forward: Tq ≤ Tk ≤ 16·65535, B·Hq < 2^31");
   with_padded_head(d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
     constexpr int BQ = ForwardTiles<DP>::BQ, BK = ForwardTiles<DP>::BK;
     const size_t smem = sizeof(float) * forward_smem_floats<DP, BQ, BK>();
     set_smem(reinterpret_cast<const void*>(&flash_forward_kernel<DP, BQ, BK>), smem);
-    const dim3 grid(unsigned((Tq + BQ - 1) / BQ), unsigned(B * Hq));
+    const dim3 grid(unsigned(B * Hq), unsigned((Tq + BQ - 1) / BQ));
     flash_forward_kernel<DP, BQ, BK><<<grid, kThreads, smem, stream()>>>(
         o, lse, q, k, v, int(Tq), int(Tk), int(Hq), int(Hk), int(d), 1.0f / std::sqrt(float(d)),
         vec_ok(d, DP, {q, k, v}));
@@ -525,8 +533,8 @@ using namespace zaya::gpu;
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v) {
-  check_f32({&o, &lse, &q, &k, &v}, "attention_forward: the GPU computes in F32");
-  const Dims s = attention_dims(q, k, v, "attention_forward: q, k, v shapes (or B·Hq > 65535)");
+  ZAYA_ASSERT(all_f32({&o, &lse, &q, &k, &v}), "attention_forward: the GPU computes in F32");
+  const Dims s = attention_dims(q, k, v);
   ZAYA_ASSERT(o.numel() == q.numel() && lse.numel() == s.B * s.Hq * s.T,
               "attention_forward: o, lse sizes");
   if (q.numel() == 0) return;
@@ -537,9 +545,9 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse) {
-  check_f32({&dq, &dk, &dv, &do_, &q, &k, &v, &o, &lse},
-            "attention_backward: the GPU computes in F32");
-  const Dims s = attention_dims(q, k, v, "attention_backward: q, k, v shapes (or B·Hq > 65535)");
+  ZAYA_ASSERT(all_f32({&dq, &dk, &dv, &do_, &q, &k, &v, &o, &lse}),
+              "attention_backward: the GPU computes in F32");
+  const Dims s = attention_dims(q, k, v);
   ZAYA_ASSERT(o.numel() == q.numel() && do_.numel() == q.numel() && dq.numel() == q.numel() &&
                   dk.numel() == k.numel() && dv.numel() == k.numel() &&
                   lse.numel() == s.B * s.Hq * s.T,
@@ -558,7 +566,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       constexpr int BK = DkvTiles<DP>::BK, BQ = DkvTiles<DP>::BQ;
       const size_t smem = sizeof(float) * dkv_smem_floats<DP, BK, BQ>();
       set_smem(reinterpret_cast<const void*>(&dkv_kernel<DP, BK, BQ>), smem);
-      const dim3 grid(unsigned((s.T + BK - 1) / BK), unsigned(s.B * s.Hk));
+      const dim3 grid(unsigned(s.B * s.Hk), unsigned((s.T + BK - 1) / BK));
       dkv_kernel<DP, BK, BQ><<<grid, kThreads, smem, stream()>>>(
           dk.ptr<float>(), dv.ptr<float>(), do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
           v.ptr<float>(), lse.ptr<float>(), delta.as<float>(), int(s.T), int(s.Hq), int(s.Hk),
@@ -569,7 +577,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       constexpr int BQ = DqTiles<DP>::BQ, BK = DqTiles<DP>::BK;
       const size_t smem = sizeof(float) * dq_smem_floats<DP, BQ, BK>();
       set_smem(reinterpret_cast<const void*>(&dq_kernel<DP, BQ, BK>), smem);
-      const dim3 grid(unsigned((s.T + BQ - 1) / BQ), unsigned(s.B * s.Hq));
+      const dim3 grid(unsigned(s.B * s.Hq), unsigned((s.T + BQ - 1) / BQ));
       dq_kernel<DP, BQ, BK><<<grid, kThreads, smem, stream()>>>(
           dq.ptr<float>(), do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
           lse.ptr<float>(), delta.as<float>(), int(s.T), int(s.Hq), int(s.Hk), int(s.d), scale,

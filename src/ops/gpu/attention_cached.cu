@@ -25,7 +25,7 @@ using namespace zaya::gpu;
 namespace {
 
 constexpr int kChunk = 256;     // keys per chunk (as the CPU)
-constexpr int kSplitMaxL = 16;  // more new queries than this: the flash forward
+constexpr int kSplitMaxL = 64;  // more new queries than this: the flash forward
 
 // Number of key chunks query i sees (keys 0 … S−L+i).
 __host__ __device__ inline int chunks_of(int i, int L, int S) {
