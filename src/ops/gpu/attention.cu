@@ -116,6 +116,26 @@ __device__ __forceinline__ void mm_nn(float (&c)[RM][RN], const float* A, int ld
   }
 }
 
+template <int R, int C>
+__device__ __forceinline__ void zero(float (&a)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < C; ++j) a[i][j] = 0.f;
+}
+
+// The backward's two score products over the padded head dim (tiles with ld = DP + 4):
+// s = A·Bᵀ (scores) and dp = A2·B2ᵀ (output-gradient scores).
+template <int RM, int RS, int DP>
+__device__ __forceinline__ void score_pair(float (&s)[RM][RS], float (&dp)[RM][RS], const float* A,
+                                           const float* B, const float* A2, const float* B2, int ty,
+                                           int tx) {
+  zero(s);
+  zero(dp);
+  mm_nt<RM, RS, DP>(s, A, DP + 4, B, DP + 4, ty, tx);
+  mm_nt<RM, RS, DP>(dp, A2, DP + 4, B2, DP + 4, ty, tx);
+}
+
 // dst[ROWS][DP] (row stride ld) = sc · rows 0…nrows−1 of src (row stride rs, d used columns), zero
 // elsewhere. vec: d == DP and src 16-byte aligned with rs % 4 == 0 (float4 loads). All threads.
 template <int ROWS, int DP>
@@ -194,10 +214,7 @@ __global__ __launch_bounds__(kThreads) void flash_forward_kernel(float* o, float
     load_tile<BK, DP>(sKV, LD, k + kv0, krs, nk, d, 1.f, vec);
     __syncthreads();
     float s[RM][RS];
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int j = 0; j < RS; ++j) s[i][j] = 0.f;
+    zero(s);
     mm_nt<RM, RS, DP>(s, sQ, LD, sKV, LD, ty, tx);
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
@@ -307,12 +324,7 @@ __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* do
     load_tile<BK, DP>(sV, LD, v + kv0, krs, nk, d, 1.f, vec);
     __syncthreads();
     float s[RM][RS], dp[RM][RS];
-#pragma unroll
-    for (int i = 0; i < RM; ++i)
-#pragma unroll
-      for (int j = 0; j < RS; ++j) s[i][j] = 0.f, dp[i][j] = 0.f;
-    mm_nt<RM, RS, DP>(s, sQ, LD, sK, LD, ty, tx);
-    mm_nt<RM, RS, DP>(dp, sdO, LD, sV, LD, ty, tx);
+    score_pair<RM, RS, DP>(s, dp, sQ, sK, sdO, sV, ty, tx);
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
       const int t = t0 + ty * RM + i;
@@ -372,10 +384,8 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
   load_tile<BK, DP>(sK, LD, k + kv0, krs, nk, d, 1.f, vec);
   load_tile<BK, DP>(sV, LD, v + kv0, krs, nk, d, 1.f, vec);
   float dK[RM][RN], dV[RM][RN];
-#pragma unroll
-  for (int i = 0; i < RM; ++i)
-#pragma unroll
-    for (int j = 0; j < RN; ++j) dK[i][j] = 0.f, dV[i][j] = 0.f;
+  zero(dK);
+  zero(dV);
   const int qtiles = (T + BQ - 1) / BQ, i0 = tau0 / BQ;
   for (int h = g * G; h < (g + 1) * G; ++h) {
     for (int it = i0; it < qtiles; ++it) {
@@ -391,12 +401,7 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
       }
       __syncthreads();
       float st[RM][RS], dpt[RM][RS];
-#pragma unroll
-      for (int i = 0; i < RM; ++i)
-#pragma unroll
-        for (int j = 0; j < RS; ++j) st[i][j] = 0.f, dpt[i][j] = 0.f;
-      mm_nt<RM, RS, DP>(st, sK, LD, sQ, LD, ty, tx);
-      mm_nt<RM, RS, DP>(dpt, sV, LD, sdO, LD, ty, tx);
+      score_pair<RM, RS, DP>(st, dpt, sK, sQ, sV, sdO, ty, tx);
 #pragma unroll
       for (int i = 0; i < RM; ++i) {
         const int key = tau0 + ty * RM + i;
