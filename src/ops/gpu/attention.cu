@@ -459,7 +459,9 @@ void set_smem(const void* kernel, size_t bytes) {
     int dev = 0, v = 0;
     ZAYA_GPU_CHECK(cudaGetDevice(&dev));
     ZAYA_GPU_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v > 48 * 1024 ? v : 48 * 1024;
+    // AMD: 64 KiB of LDS per workgroup without opt-in, should the runtime report less here.
+    const int base = kSmallLds ? 64 * 1024 : 48 * 1024;
+    return v > base ? v : base;
   }();
   ZAYA_ASSERT(bytes <= size_t(limit),
               "attention on the GPU: the tiles need more shared memory than the device has");
