@@ -57,8 +57,8 @@ void check_attention(const Shape& s, uint64_t seed) {
   ops::attention_backward(dq.gpu, dk.gpu, dv.gpu, dout.gpu, q.gpu, k.gpu, v.gpu, o.gpu, lse.gpu);
   if (s.T == 1) {
     // One key: P = 1 and dS = dP − Δ = 0, so dq and dk are rounding noise on both sides.
-    expect_tiny(dq, 1e-5, "dq");
-    expect_tiny(dk, 1e-5, "dk");
+    expect_tiny(dq, 1e-4, "dq");
+    expect_tiny(dk, 1e-4, "dk");
   } else {
     expect_nmse(dq, kGpuF32Nmse, "dq");
     expect_nmse(dk, kGpuF32Nmse, "dk");
