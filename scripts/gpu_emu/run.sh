@@ -25,7 +25,12 @@ fi
 # 1. The CPU build: zaya_lib and the tests' objects (unchanged: the tests are plain C++).
 [ -f "$rel/build.ninja" ] || cmake --preset release >/dev/null
 targets=(zaya_lib)
-for t in "${tests[@]}"; do targets+=("tests/CMakeFiles/$t.dir/gpu/$t.cpp.o"); done
+cli=0
+for t in "${tests[@]}"; do
+  targets+=("tests/CMakeFiles/$t.dir/gpu/$t.cpp.o")
+  grep -q 'cli_util.h' "tests/gpu/$t.cpp" && cli=1
+done
+[ $cli = 1 ] && targets+=(zaya)  # tests that run the CLI get an emulated zaya binary
 cmake --build "$rel" --target "${targets[@]}" -j "$jobs" >"$out/log/cpu_build.log" 2>&1 ||
   { tail -30 "$out/log/cpu_build.log"; exit 1; }
 
@@ -94,14 +99,42 @@ echo "$want" >"$stamp"
 cp "$rel/libzaya_lib.a" "$out/libzaya_cpu.a"
 ar d "$out/libzaya_cpu.a" no_gpu.cpp.o
 
-# 4. Link and run each test.
+# 4. The emulated CLI (for tests that run `zaya`), then link and run each test.
+relink() {  # relink TARGET OUTPUT: the release link command of TARGET with the emulated backend
+  local cmd
+  cmd=$(ninja -C "$rel" -t commands "$1" | grep -- "-o $1 " | tail -1 | sed 's/^: && //; s/ && .*//')
+  local abs=("${objs[@]/#/$root/}")
+  cmd=${cmd/ libzaya_lib.a / ${abs[*]} $root/$out/libzaya_cpu.a }
+  cmd=${cmd/ -o $1 / -o $2 }
+  (cd "$rel" && eval "$cmd")
+}
+if [ $cli = 1 ]; then
+  relink zaya "$root/$out/bin/zaya" >"$out/log/zaya.link.log" 2>&1 ||
+    { echo "zaya LINK-FAILED"; tail -5 "$out/log/zaya.link.log"; }
+fi
 summary="$out/summary.txt"
 : >"$summary"
 status=0
 for t in "${tests[@]}"; do
   link=$(ninja -C "$rel" -t commands "tests/$t" | grep -- "-o tests/$t " | tail -1 | sed 's/^: && //; s/ && .*//')
   libs=${link#*libzaya_lib.a}
-  if ! eval "c++ -O2 $rel/tests/CMakeFiles/$t.dir/gpu/$t.cpp.o ${objs[*]} $out/libzaya_cpu.a $libs -o $out/bin/$t" \
+  tobj=$rel/tests/CMakeFiles/$t.dir/gpu/$t.cpp.o
+  if grep -q 'cli_util.h' "tests/gpu/$t.cpp"; then
+    # The same object with ZAYA_BINARY naming the emulated zaya.
+    tobj=$out/obj/$t.o
+    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" <<'PY'
+import json, re, sys
+rel, t, zaya, obj = sys.argv[1:]
+for e in json.load(open(rel + '/compile_commands.json')):
+    if e['file'].endswith('/tests/gpu/' + t + '.cpp'):
+        c = re.sub(r'-DZAYA_BINARY=\\"[^ ]*\\"', '-DZAYA_BINARY=\\"' + zaya + '\\"', e['command'])
+        c = re.sub(r' -o [^ ]+', ' -o ' + obj, c)
+        print(c); break
+PY
+)
+    (cd "$rel" && eval "$ccmd") >"$out/log/$t.compile.log" 2>&1 || { echo "$t COMPILE-FAILED" | tee -a "$summary"; status=1; continue; }
+  fi
+  if ! eval "c++ -O2 $tobj ${objs[*]} $out/libzaya_cpu.a $libs -o $out/bin/$t" \
     >"$out/log/$t.link.log" 2>&1; then
     echo "$t LINK-FAILED" | tee -a "$summary"
     grep -m5 "undefined reference\|multiple definition" "$out/log/$t.link.log" || tail -5 "$out/log/$t.link.log"
