@@ -13,8 +13,10 @@
 // thread mapping follows the contiguous direction, so global reads are coalesced either way.
 // Every element is bounds-checked (any M, N, K ≥ 0; K = 0 leaves C = beta · C), offsets are int64.
 //
-// syrk_tiled reuses the tile for C = alpha · A·Aᵀ + beta · C: only tiles on or above the diagonal
-// are computed, and each off-diagonal tile is also written mirrored below it.
+// Few rows with both operands k-contiguous (decode's x · wᵀ) take a warp-per-column kernel
+// instead (small_m_kernel). syrk_tiled reuses the tile for C = alpha · A·Aᵀ + beta · C: only tiles
+// on or above the diagonal are computed, and each off-diagonal tile is also written mirrored below
+// it.
 #include "core/assert.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gemm.h"
@@ -78,7 +80,7 @@ struct Loader {
 };
 
 template <class Cfg>
-struct Smem {
+struct alignas(16) Smem {  // float4 reads
   float a[2][Cfg::BK][Cfg::BM + kPad];
   float b[2][Cfg::BK][Cfg::BN + kPad];
 };
@@ -236,6 +238,92 @@ __global__ void __launch_bounds__(Cfg::kThreads)
   }
 }
 
+// Few rows (decode: M ≤ kSmallM tokens) with both operands k-contiguous (x · wᵀ): a tile would
+// be mostly empty rows, so instead one warp per column n streams row n of op(B)ᵀ once for all M
+// rows of op(A) (small, cache-resident) and reduces across its lanes (fixed order). VEC: four
+// elements per lane per load (K, the strides and the bases allow it).
+constexpr int kSmallM = 8;
+
+__device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+}
+__device__ __forceinline__ void load4(const uint16_t* p, float (&v)[4]) {
+  const uint2 x = *reinterpret_cast<const uint2*>(p);
+  v[0] = bf16_bits_to_float(uint16_t(x.x & 0xffffu)),
+  v[1] = bf16_bits_to_float(uint16_t(x.x >> 16));
+  v[2] = bf16_bits_to_float(uint16_t(x.y & 0xffffu)),
+  v[3] = bf16_bits_to_float(uint16_t(x.y >> 16));
+}
+
+template <class TA, class TB, bool VEC>
+__global__ void __launch_bounds__(kBlock)
+    small_m_kernel(const TA* a, int64_t lda, const TB* b, int64_t ldb, float* c, int64_t ldc, int M,
+                   int64_t N, int64_t K, float alpha, float beta) {
+  const int lane = int(threadIdx.x) % kWarp, warp = int(threadIdx.x) / kWarp;
+  const int warps = int(blockDim.x) / kWarp;
+  // n is the same for all lanes of a warp, so every lane reaches the shuffles of warp_sum.
+  for (int64_t n = int64_t(blockIdx.x) * warps + warp; n < N; n += int64_t(gridDim.x) * warps) {
+    float acc[kSmallM];
+#pragma unroll
+    for (int m = 0; m < kSmallM; ++m) acc[m] = 0.0f;
+    const TB* brow = b + n * ldb;
+    if (VEC) {
+#pragma unroll 2
+      for (int64_t k = int64_t(lane) * 4; k < K; k += int64_t(kWarp) * 4) {
+        float bv[4];
+        load4(brow + k, bv);
+#pragma unroll
+        for (int m = 0; m < kSmallM; ++m)
+          if (m < M) {
+            float av[4];
+            load4(a + m * lda + k, av);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[m] = fmaf(av[q], bv[q], acc[m]);
+          }
+      }
+    } else {
+      for (int64_t k = lane; k < K; k += kWarp) {
+        const float bv = load_f32(brow, k);
+#pragma unroll
+        for (int m = 0; m < kSmallM; ++m)
+          if (m < M) acc[m] = fmaf(load_f32(a, m * lda + k), bv, acc[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kSmallM; ++m)
+      if (m < M) {  // uniform
+        const float sum = warp_sum(acc[m]);
+        if (lane == 0) {
+          float* p = c + m * ldc + n;
+          *p = epilogue(sum, alpha, beta, p);
+        }
+      }
+  }
+}
+
+template <class T>
+bool aligned_for_vec(const T* p, int64_t ld) {
+  return ld % 4 == 0 && reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+template <class TA, class TB>
+void launch_small_m(const Gemm& g) {
+  const auto* a = static_cast<const TA*>(g.a.data);
+  const auto* b = static_cast<const TB*>(g.b.data);
+  const bool vec = g.K % 4 == 0 && aligned_for_vec(a, g.a.ld) && aligned_for_vec(b, g.b.ld);
+  // Warps per block as the host counts them (32 lanes); with 64-lane warps the grid-stride loop
+  // gives each warp two columns.
+  const unsigned blocks = blocks_for(g.N, kBlock / 32);
+  if (vec)
+    small_m_kernel<TA, TB, true><<<blocks, kBlock, 0, stream()>>>(
+        a, g.a.ld, b, g.b.ld, g.c, g.ldc, int(g.M), g.N, g.K, g.alpha, g.beta);
+  else
+    small_m_kernel<TA, TB, false><<<blocks, kBlock, 0, stream()>>>(
+        a, g.a.ld, b, g.b.ld, g.c, g.ldc, int(g.M), g.N, g.K, g.alpha, g.beta);
+  ZAYA_GPU_LAUNCH_CHECK();
+}
+
 template <class Cfg, class TA, class TB, bool A_KC, bool B_KC>
 void launch(const Gemm& g) {
   const int64_t m_tiles = (g.M + Cfg::BM - 1) / Cfg::BM, n_tiles = (g.N + Cfg::BN - 1) / Cfg::BN;
@@ -258,12 +346,27 @@ void launch_layouts(const Gemm& g) {
 }
 
 template <class Cfg>
+struct LaunchTiles {
+  template <class TA, class TB>
+  static void run(const Gemm& g) {
+    launch_layouts<Cfg, TA, TB>(g);
+  }
+};
+struct LaunchSmallM {
+  template <class TA, class TB>
+  static void run(const Gemm& g) {
+    launch_small_m<TA, TB>(g);
+  }
+};
+
+// L::run<TA, TB>(g) with the element types of g's operands.
+template <class L>
 void launch_dtypes(const Gemm& g) {
   const bool a16 = g.a.dtype == DType::BF16, b16 = g.b.dtype == DType::BF16;
-  if (a16 && b16) return launch_layouts<Cfg, uint16_t, uint16_t>(g);
-  if (a16) return launch_layouts<Cfg, uint16_t, float>(g);
-  if (b16) return launch_layouts<Cfg, float, uint16_t>(g);
-  launch_layouts<Cfg, float, float>(g);
+  if (a16 && b16) return L::template run<uint16_t, uint16_t>(g);
+  if (a16) return L::template run<uint16_t, float>(g);
+  if (b16) return L::template run<float, uint16_t>(g);
+  L::template run<float, float>(g);
 }
 
 bool operand_ok(const GemmOperand& x) {
@@ -283,10 +386,12 @@ void gemm_tiled(const Gemm& g) {
   ZAYA_ASSERT(g.M >= 0 && g.N >= 0 && g.K >= 0, "gemm_tiled: negative size");
   ZAYA_ASSERT(operand_ok(g.a) && operand_ok(g.b), "gemm_tiled: A and B must be F32 or BF16");
   if (g.M == 0 || g.N == 0) return;
-  if (fills_device<LargeTile>(g.M, g.N))
-    launch_dtypes<LargeTile>(g);
+  if (g.M <= kSmallM && g.K > 0 && !g.a.transposed && g.b.transposed)
+    launch_dtypes<LaunchSmallM>(g);
+  else if (fills_device<LargeTile>(g.M, g.N))
+    launch_dtypes<LaunchTiles<LargeTile>>(g);
   else
-    launch_dtypes<SmallTile>(g);
+    launch_dtypes<LaunchTiles<SmallTile>>(g);
 }
 
 void syrk_tiled(int64_t n, int64_t k, float alpha, const float* a, int64_t lda, float beta,
