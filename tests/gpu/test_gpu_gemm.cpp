@@ -77,9 +77,9 @@ struct Problem {
 
 Problem make_problem(const Case& k, uint64_t seed) {
   Problem s{make_mat(k.da, k.ta ? k.K : k.M, k.ta ? k.M : k.K, k.pad, seed),
-          make_mat(k.db, k.tb ? k.N : k.K, k.tb ? k.K : k.N, k.pad, seed + 1),
-          make_c(k.M, k.N, k.pad, k.beta != 0, kNaN, seed + 2),
-          {}};
+            make_mat(k.db, k.tb ? k.N : k.K, k.tb ? k.K : k.N, k.pad, seed + 1),
+            make_c(k.M, k.N, k.pad, k.beta != 0, kNaN, seed + 2),
+            {}};
   s.g.M = k.M, s.g.N = k.N, s.g.K = k.K;
   s.g.a = gpu::GemmOperand{s.a.p.gpu.data, k.da, s.a.ld, k.ta};
   s.g.b = gpu::GemmOperand{s.b.p.gpu.data, k.db, s.b.ld, k.tb};
@@ -195,6 +195,24 @@ TEST(GpuGemm, TiledAlphaBetaStridesAndEmptyK) {
   g.M = 0, g.N = 5, g.K = 3;
   gpu::gemm_tiled(g);
   gpu::gemm(g);
+}
+
+TEST(GpuGemm, TiledSplitK) {
+  ZAYA_REQUIRE_GPU();
+  // Few tiles and a long K: the k range is split and the partials summed in a second pass.
+  uint64_t seed = 350;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_tiled({33, 70, 5000, ta, tb, kF32, kF32, 0.5f, 0.0f, 1}, seed += 3);  // NaN C
+      check_tiled({64, 64, 1024, ta, tb, kF32, kF32, 1.0f, 1.0f, 0}, seed += 3);
+      check_tiled({65, 9, 1031, ta, tb, kBF16, kF32, -2.0f, 0.5f, 2}, seed += 3);
+    }
+  // The same inputs give the same bits.
+  const Case k{100, 100, 4096, false, false};
+  Problem p1 = make_problem(k, 360), p2 = make_problem(k, 360);
+  gpu::gemm_tiled(p1.g);
+  gpu::gemm_tiled(p2.g);
+  EXPECT_EQ(p1.c.p.gpu_values(), p2.c.p.gpu_values());
 }
 
 TEST(GpuGemm, TiledModelShape) {

@@ -2,6 +2,7 @@
 // N, I and O, bias or none, accumulate onto prefilled outputs, a BF16 weight (inference), the
 // ZAYA1-base projection D 2048 → 4096 with few tokens, undefined dx / dw / db, and a long N that
 // takes the multi-chunk path of the bias-gradient column sum.
+#include <cstdlib>
 #include <string>
 
 #include "gpu/gpu_test_util.h"
@@ -20,7 +21,12 @@ std::string name(const char* what, const Shape& s) {
          std::to_string(s.O);
 }
 
-void check_forward(const Shape& s, DType wdt, bool bias, bool accumulate, uint64_t seed) {
+std::string name(const char* what, const Shape& s, const char* engine) {
+  return name(what, s) + " engine " + engine;
+}
+
+void check_forward_once(const Shape& s, DType wdt, bool bias, bool accumulate, uint64_t seed,
+                        const char* engine) {
   DevicePair x = random_pair(DType::F32, {s.N, s.I}, seed);
   DevicePair w = random_pair(wdt, {s.O, s.I}, seed + 1, 0.1);
   DevicePair b = random_pair(DType::F32, {s.O}, seed + 2);
@@ -28,11 +34,12 @@ void check_forward(const Shape& s, DType wdt, bool bias, bool accumulate, uint64
   const Tensor none;
   ops::linear_forward(y.cpu, x.cpu, w.cpu, bias ? b.cpu : none, accumulate);
   ops::linear_forward(y.gpu, x.gpu, w.gpu, bias ? b.gpu : none, accumulate);
-  expect_nmse(y, kGpuF32Nmse, name(wdt == DType::BF16 ? "forward bf16 w" : "forward", s).c_str());
+  expect_nmse(y, kGpuF32Nmse,
+              name(wdt == DType::BF16 ? "forward bf16 w" : "forward", s, engine).c_str());
 }
 
-void check_backward(const Shape& s, bool with_dx, bool with_dw, bool with_db, bool accumulate_dx,
-                    uint64_t seed) {
+void check_backward_once(const Shape& s, bool with_dx, bool with_dw, bool with_db,
+                         bool accumulate_dx, uint64_t seed, const char* engine) {
   DevicePair x = random_pair(DType::F32, {s.N, s.I}, seed);
   DevicePair w = random_pair(DType::F32, {s.O, s.I}, seed + 1, 0.1);
   DevicePair dy = random_pair(DType::F32, {s.N, s.O}, seed + 2);
@@ -45,9 +52,29 @@ void check_backward(const Shape& s, bool with_dx, bool with_dw, bool with_db, bo
   ops::linear_backward(with_dx ? dx.gpu : none, with_dw ? dw.gpu : none, with_db ? db.gpu : none,
                        dy.gpu, x.gpu, w.gpu, accumulate_dx);
   // Outputs not asked for keep their prefilled values on both sides.
-  expect_nmse(dx, kGpuF32Nmse, name("dx", s).c_str());
-  expect_nmse(dw, kGpuF32Nmse, name("dw", s).c_str());
-  expect_nmse(db, kGpuF32Nmse, name("db", s).c_str());
+  expect_nmse(dx, kGpuF32Nmse, name("dx", s, engine).c_str());
+  expect_nmse(dw, kGpuF32Nmse, name("dw", s, engine).c_str());
+  expect_nmse(db, kGpuF32Nmse, name("db", s, engine).c_str());
+}
+
+// Each check runs with the default GEMM engine (cuBLASLt on NVIDIA) and with the tiled kernel.
+const char* const kEngines[] = {"auto", "tiled"};
+
+void check_forward(const Shape& s, DType wdt, bool bias, bool accumulate, uint64_t seed) {
+  for (const char* engine : kEngines) {
+    setenv("ZAYA_GPU_GEMM", engine, 1);
+    check_forward_once(s, wdt, bias, accumulate, seed, engine);
+  }
+  unsetenv("ZAYA_GPU_GEMM");
+}
+
+void check_backward(const Shape& s, bool with_dx, bool with_dw, bool with_db, bool accumulate_dx,
+                    uint64_t seed) {
+  for (const char* engine : kEngines) {
+    setenv("ZAYA_GPU_GEMM", engine, 1);
+    check_backward_once(s, with_dx, with_dw, with_db, accumulate_dx, seed, engine);
+  }
+  unsetenv("ZAYA_GPU_GEMM");
 }
 
 }  // namespace

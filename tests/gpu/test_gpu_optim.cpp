@@ -2,6 +2,7 @@
 // products, wide, tall and square, out aliasing g, zero steps) and the elementwise updates
 // adamw_update, muon_momentum, muon_apply and balance_update (F64 counts on the device, the
 // no-op of zero counts).
+#include <cstdlib>
 #include <string>
 
 #include "gpu/gpu_test_util.h"
@@ -15,15 +16,38 @@ std::string shape(int64_t r, int64_t c) {
   return std::to_string(r) + "x" + std::to_string(c);
 }
 
+// With the default GEMM engine (cuBLASLt on NVIDIA) and with the tiled kernel.
 void check_newton_schulz(int64_t rows, int64_t cols, int steps, bool symmetric, bool alias,
                          uint64_t seed) {
-  DevicePair g = random_pair(DType::F32, {rows, cols}, seed);
-  DevicePair out(DType::F32, {rows, cols});
-  ops::newton_schulz(alias ? g.cpu : out.cpu, g.cpu, steps, symmetric);
-  ops::newton_schulz(alias ? g.gpu : out.gpu, g.gpu, steps, symmetric);
-  const std::string what = "newton_schulz " + shape(rows, cols) + (symmetric ? " sym" : " gemm") +
-                           (alias ? " aliased" : "") + " steps " + std::to_string(steps);
-  expect_nmse(alias ? g : out, kGpuF32Nmse, what.c_str());
+  for (const char* engine : {"auto", "tiled"}) {
+    setenv("ZAYA_GPU_GEMM", engine, 1);
+    DevicePair g = random_pair(DType::F32, {rows, cols}, seed);
+    DevicePair out(DType::F32, {rows, cols});
+    ops::newton_schulz(alias ? g.cpu : out.cpu, g.cpu, steps, symmetric);
+    ops::newton_schulz(alias ? g.gpu : out.gpu, g.gpu, steps, symmetric);
+    const std::string what = "newton_schulz " + shape(rows, cols) + (symmetric ? " sym" : " gemm") +
+                             (alias ? " aliased" : "") + " steps " + std::to_string(steps) +
+                             " engine " + engine;
+    expect_nmse(alias ? g : out, kGpuF32Nmse, what.c_str());
+  }
+  unsetenv("ZAYA_GPU_GEMM");
+}
+
+// Non-negative values (squares of normals): second moments.
+DevicePair squares_pair(int64_t n, uint64_t seed, double scale) {
+  DevicePair v = random_pair(DType::F32, {n}, seed, scale);
+  float* h = v.cpu.ptr<float>();
+  for (int64_t i = 0; i < n; ++i) h[i] *= h[i];
+  v.upload();
+  return v;
+}
+
+// The parameter and both moments of an Adam-like step, GPU vs CPU.
+void expect_state(const DevicePair& w, const DevicePair& m, const DevicePair& v,
+                  const std::string& what) {
+  expect_nmse(w, kGpuF32Nmse, (what + " w").c_str());
+  expect_nmse(m, kGpuF32Nmse, (what + " m").c_str());
+  expect_nmse(v, kGpuF32Nmse, (what + " v").c_str());
 }
 
 }  // namespace
@@ -61,18 +85,12 @@ TEST(GpuOptim, AdamW) {
       DevicePair w = random_pair(DType::F32, {n}, ++seed);
       DevicePair g = random_pair(DType::F32, {n}, ++seed);
       DevicePair m = random_pair(DType::F32, {n}, ++seed, 0.1);
-      DevicePair v = random_pair(DType::F32, {n}, ++seed);
-      // v ≥ 0: squares of the random values.
-      float* hv = v.cpu.ptr<float>();
-      for (int64_t i = 0; i < n; ++i) hv[i] *= hv[i];
-      v.upload();
+      DevicePair v = squares_pair(n, ++seed, 1.0);
       ops::AdamWParams p;
       p.lr = 3e-3, p.weight_decay = 0.1, p.step = step;
       ops::adamw_update(w.cpu, g.cpu, m.cpu, v.cpu, p);
       ops::adamw_update(w.gpu, g.gpu, m.gpu, v.gpu, p);
-      expect_nmse(w, kGpuF32Nmse, "adamw w");
-      expect_nmse(m, kGpuF32Nmse, "adamw m");
-      expect_nmse(v, kGpuF32Nmse, "adamw v");
+      expect_state(w, m, v, "adamw");
     }
 }
 
@@ -104,10 +122,7 @@ TEST(GpuOptim, BalanceUpdate) {
       for (bool empty : {false, true}) {
         DevicePair bias = random_pair(DType::F32, {n}, ++seed, 0.01);
         DevicePair m = random_pair(DType::F32, {n}, ++seed, 0.01);
-        DevicePair v = random_pair(DType::F32, {n}, ++seed, 0.01);
-        float* hv = v.cpu.ptr<float>();
-        for (int64_t i = 0; i < n; ++i) hv[i] *= hv[i];
-        v.upload();
+        DevicePair v = squares_pair(n, ++seed, 0.01);
         DevicePair counts(DType::F64, {n + 1});  // the real experts and the skip class
         double* hc = counts.cpu.ptr<double>();
         for (int64_t k = 0; k <= n; ++k) hc[k] = empty ? 0.0 : double((k * 37 + step) % 101);
@@ -116,8 +131,6 @@ TEST(GpuOptim, BalanceUpdate) {
         p.lr = 1e-3, p.weight_decay = 0.01, p.step = step;
         ops::balance_update(bias.cpu, m.cpu, v.cpu, counts.cpu, p);
         ops::balance_update(bias.gpu, m.gpu, v.gpu, counts.gpu, p);
-        expect_nmse(bias, kGpuF32Nmse, "balance bias");
-        expect_nmse(m, kGpuF32Nmse, "balance m");
-        expect_nmse(v, kGpuF32Nmse, "balance v");
+        expect_state(bias, m, v, "balance_update");
       }
 }

@@ -13,10 +13,11 @@
 // thread mapping follows the contiguous direction, so global reads are coalesced either way.
 // Every element is bounds-checked (any M, N, K ≥ 0; K = 0 leaves C = beta · C), offsets are int64.
 //
-// Few rows with both operands k-contiguous (decode's x · wᵀ) take a warp-per-column kernel
-// instead (small_m_kernel). syrk_tiled reuses the tile for C = alpha · A·Aᵀ + beta · C: only tiles
-// on or above the diagonal are computed, and each off-diagonal tile is also written mirrored below
-// it.
+// Where the tiles leave the device mostly idle and K is long, K is split into slices whose
+// partial tiles a second pass sums in fixed order (deterministic). Few rows with both operands
+// k-contiguous (decode's x · wᵀ) take a warp-per-column kernel instead (small_m_kernel). syrk_tiled
+// reuses the tile for C = alpha · A·Aᵀ + beta · C: only tiles on or above the diagonal are
+// computed, and each off-diagonal tile is also written mirrored below it.
 #include "core/assert.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gemm.h"
@@ -91,13 +92,14 @@ __device__ __forceinline__ int micro_offset(int i, int t) {
   return (i / 4) * (SPAN / S) + t * 4 + (i % 4);
 }
 
-// acc = op(A)[m0 …, :] · op(B)[:, n0 …] for this thread's micro-tile. All threads of the block
+// acc = op(A)[m0 …, k_begin … k_end) · op(B)[k_begin … k_end, n0 …] for this thread's
+// micro-tile. All threads of the block
 // must call it (it synchronises).
 template <class Cfg, class TA, class TB, bool A_KC, bool B_KC>
 __device__ __forceinline__ void tile_product(float (&acc)[4 * Cfg::SM][4 * Cfg::SN], Smem<Cfg>& sm,
                                              const TA* a, int64_t lda, const TB* b, int64_t ldb,
-                                             int64_t M, int64_t N, int64_t K, int64_t m0,
-                                             int64_t n0) {
+                                             int64_t M, int64_t N, int64_t k_begin, int64_t k_end,
+                                             int64_t m0, int64_t n0) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, SM = Cfg::SM, SN = Cfg::SN;
   const int tx = int(threadIdx.x) % Cfg::kThreadsX, ty = int(threadIdx.x) / Cfg::kThreadsX;
 #pragma unroll
@@ -107,19 +109,19 @@ __device__ __forceinline__ void tile_product(float (&acc)[4 * Cfg::SM][4 * Cfg::
 
   Loader<TA, BM, BK, Cfg::kThreads, A_KC> la;
   Loader<TB, BN, BK, Cfg::kThreads, B_KC> lb;
-  la.load(a, lda, m0, 0, M, K);
-  lb.load(b, ldb, n0, 0, N, K);
+  la.load(a, lda, m0, k_begin, M, k_end);
+  lb.load(b, ldb, n0, k_begin, N, k_end);
   la.store(&sm.a[0][0][0]);
   lb.store(&sm.b[0][0][0]);
   __syncthreads();
 
-  const int64_t tiles = (K + BK - 1) / BK;
+  const int64_t tiles = (k_end - k_begin + BK - 1) / BK;
   for (int64_t t = 0; t < tiles; ++t) {
     const int cur = int(t & 1);
     const bool more = t + 1 < tiles;  // uniform over the block
     if (more) {
-      la.load(a, lda, m0, (t + 1) * BK, M, K);
-      lb.load(b, ldb, n0, (t + 1) * BK, N, K);
+      la.load(a, lda, m0, k_begin + (t + 1) * BK, M, k_end);
+      lb.load(b, ldb, n0, k_begin + (t + 1) * BK, N, k_end);
     }
 #pragma unroll
     for (int kk = 0; kk < BK; ++kk) {
@@ -187,17 +189,36 @@ __device__ __forceinline__ void store_tile(const float (&acc)[4 * Cfg::SM][4 * C
   }
 }
 
+// Block (x, y, z): column tile x, row tiles y, y + gridDim.y, …, and the k range
+// [z·k_split, (z+1)·k_split) written to c + z·c_split (split-K partials; one split: C itself).
 template <class Cfg, class TA, class TB, bool A_KC, bool B_KC>
 __global__ void __launch_bounds__(Cfg::kThreads)
     gemm_kernel(const TA* a, int64_t lda, const TB* b, int64_t ldb, float* c, int64_t ldc,
-                int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+                int64_t c_split, int64_t M, int64_t N, int64_t K, int64_t k_split, float alpha,
+                float beta) {
   __shared__ Smem<Cfg> sm;
   const int64_t m_tiles = (M + Cfg::BM - 1) / Cfg::BM;
   const int64_t n0 = int64_t(blockIdx.x) * Cfg::BN;
+  const int64_t k_begin = int64_t(blockIdx.z) * k_split;
+  const int64_t k_end = k_begin + k_split < K ? k_begin + k_split : K;
+  c += int64_t(blockIdx.z) * c_split;
   for (int64_t mt = blockIdx.y; mt < m_tiles; mt += gridDim.y) {  // uniform over the block
     float acc[4 * Cfg::SM][4 * Cfg::SN];
-    tile_product<Cfg, TA, TB, A_KC, B_KC>(acc, sm, a, lda, b, ldb, M, N, K, mt * Cfg::BM, n0);
+    tile_product<Cfg, TA, TB, A_KC, B_KC>(acc, sm, a, lda, b, ldb, M, N, k_begin, k_end,
+                                          mt * Cfg::BM, n0);
     store_tile<Cfg>(acc, c, ldc, M, N, mt * Cfg::BM, n0, alpha, beta);
+  }
+}
+
+// C[m,n] = Σ_z partial[z][m,n] (z in order) + beta · C: the split-K partials, alpha applied.
+__global__ void split_sum_kernel(float* c, int64_t ldc, const float* partial, int64_t splits,
+                                 int64_t M, int64_t N, float beta) {
+  ZAYA_GPU_FOR(i, M * N) {
+    const int64_t m = i / N, n = i % N;
+    float s = 0.0f;
+    for (int64_t z = 0; z < splits; ++z) s += partial[z * M * N + i];
+    float* p = c + m * ldc + n;
+    *p = epilogue(s, 1.0f, beta, p);
   }
 }
 
@@ -217,7 +238,7 @@ __global__ void __launch_bounds__(Cfg::kThreads)
     const int64_t j = i + (t - start);
     const int64_t m0 = i * Cfg::BM, n0 = j * Cfg::BN;
     float acc[4 * Cfg::SM][4 * Cfg::SN];
-    tile_product<Cfg, float, float, true, true>(acc, sm, a, lda, a, lda, n, n, k, m0, n0);
+    tile_product<Cfg, float, float, true, true>(acc, sm, a, lda, a, lda, n, n, 0, k, m0, n0);
     store_tile<Cfg>(acc, c, ldc, n, n, m0, n0, alpha, beta);
     if (i != j) {
       const int tx = int(threadIdx.x) % Cfg::kThreadsX, ty = int(threadIdx.x) / Cfg::kThreadsX;
@@ -249,10 +270,10 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
   v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 }
 __device__ __forceinline__ void load4(const uint16_t* p, float (&v)[4]) {
-  const uint2 x = *reinterpret_cast<const uint2*>(p);
-  v[0] = bf16_bits_to_float(uint16_t(x.x & 0xffffu)),
+  const uint2 x = *reinterpret_cast<const uint2*>(p);  // little-endian: element 0 is low
+  v[0] = bf16_bits_to_float(uint16_t(x.x & 0xffffu));
   v[1] = bf16_bits_to_float(uint16_t(x.x >> 16));
-  v[2] = bf16_bits_to_float(uint16_t(x.y & 0xffffu)),
+  v[2] = bf16_bits_to_float(uint16_t(x.y & 0xffffu));
   v[3] = bf16_bits_to_float(uint16_t(x.y >> 16));
 }
 
@@ -324,14 +345,45 @@ void launch_small_m(const Gemm& g) {
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
+// Splits of K for a grid of `tiles` blocks: where the tiles leave most multiprocessors idle and
+// K is long, up to 16 slices of ≥ 256 (a multiple of the k-step), else 1. Depends only on the
+// shape and the device, so a call's bits are the same every time.
+template <class Cfg>
+int64_t k_splits(int64_t tiles, int64_t K, int64_t& k_split) {
+  const int64_t sms = multiprocessor_count();
+  int64_t splits = 1;
+  if (tiles < sms && K >= 1024) {
+    splits = (2 * sms + tiles - 1) / tiles;
+    if (splits > K / 256) splits = K / 256;
+    if (splits > 16) splits = 16;
+  }
+  k_split = (K + splits - 1) / splits;
+  k_split = (k_split + Cfg::BK - 1) / Cfg::BK * Cfg::BK;
+  return splits <= 1 ? 1 : (K + k_split - 1) / k_split;
+}
+
 template <class Cfg, class TA, class TB, bool A_KC, bool B_KC>
 void launch(const Gemm& g) {
   const int64_t m_tiles = (g.M + Cfg::BM - 1) / Cfg::BM, n_tiles = (g.N + Cfg::BN - 1) / Cfg::BN;
   ZAYA_ASSERT(n_tiles <= 0x7fffffff, "gemm_tiled: N too large");
-  const dim3 grid(unsigned(n_tiles), unsigned(m_tiles < 65535 ? m_tiles : 65535));
+  int64_t k_split = 0;
+  const int64_t splits = k_splits<Cfg>(m_tiles * n_tiles, g.K, k_split);
+  const dim3 grid(unsigned(n_tiles), unsigned(m_tiles < 65535 ? m_tiles : 65535), unsigned(splits));
+  const auto* a = static_cast<const TA*>(g.a.data);
+  const auto* b = static_cast<const TB*>(g.b.data);
+  if (splits == 1) {
+    gemm_kernel<Cfg, TA, TB, A_KC, B_KC><<<grid, Cfg::kThreads, 0, stream()>>>(
+        a, g.a.ld, b, g.b.ld, g.c, g.ldc, 0, g.M, g.N, g.K, g.K, g.alpha, g.beta);
+    ZAYA_GPU_LAUNCH_CHECK();
+    return;
+  }
+  const int64_t mn = g.M * g.N;
+  Scratch partial(size_t(splits * mn) * sizeof(float));
   gemm_kernel<Cfg, TA, TB, A_KC, B_KC><<<grid, Cfg::kThreads, 0, stream()>>>(
-      static_cast<const TA*>(g.a.data), g.a.ld, static_cast<const TB*>(g.b.data), g.b.ld, g.c,
-      g.ldc, g.M, g.N, g.K, g.alpha, g.beta);
+      a, g.a.ld, b, g.b.ld, partial.as<float>(), g.N, mn, g.M, g.N, g.K, k_split, g.alpha, 0.0f);
+  ZAYA_GPU_LAUNCH_CHECK();
+  split_sum_kernel<<<blocks_for(mn), kBlock, 0, stream()>>>(g.c, g.ldc, partial.as<float>(), splits,
+                                                            g.M, g.N, g.beta);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
