@@ -39,8 +39,9 @@ struct Tile {
 using LargeTile = Tile<128, 128, 16, 2, 2>;  // 8×8 per thread
 using SmallTile = Tile<64, 64, 16, 1, 1>;    // 4×4 per thread
 
-// Register stage of one operand slice: element (row, k) of a [R, K] matrix stored at
-// p[row·ld + k] (K_CONTIG) or p[k·ld + row]; rows r0 … r0+ROWS, k0 … k0+BK, zero outside.
+// Register stage of one operand slice: element (row, k) of a matrix stored at p[row·ld + k]
+// (K_CONTIG) or p[k·ld + row]; rows r0 … r0+ROWS, k0 … k0+BK, zero outside rows < R, k < K (the
+// end of this block's k range).
 template <class T, int ROWS, int BK, int THREADS, bool K_CONTIG>
 struct Loader {
   static constexpr int kPer = ROWS * BK / THREADS;
