@@ -5,8 +5,9 @@
 # 1. host facts: kernel, glibc (against the bundle's need), nvidia-smi, the cuBLASLt it found;
 # 2. cuBLAS(Lt) (and NCCL) from the host's PyTorch wheels (site-packages/nvidia/*/lib) or CUDA
 #    install, put on LD_LIBRARY_PATH (ZAYA_CUBLAS_DIR=DIR overrides the search);
-# 3. every GPU op test (tests/gpu/test_gpu_*, gtest --gtest_brief), each under its own timeout;
-# 4. model parity: the model test executables (test_gpu_*model*), and `zaya eval --device gpu`
+# 3. every GPU op test (tests/gpu/test_*, gtest --gtest_brief), each under its own timeout;
+# 4. model parity: the model test executables (tests/gpu/test_* named *model*, *eval* or
+#    *device*: test_gpu_model, test_eval_device_cli), and `zaya eval --device gpu`
 #    against `--device cpu` and the float64 twin's expected values on every twin case
 #    (tests/data/model/*; logits 1e-4 of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
 # 5. the GPU benchmark (bench_gpu: fractions of the copy bandwidth and the BF16 peak it measures);
@@ -175,10 +176,10 @@ op_tests() {
   local deadline=$(($(date +%s) + tests_s)) exe name
   op_passed=0 op_failed=0 op_skipped=0
   local found=0
-  for exe in tests/gpu/test_gpu_*; do
+  for exe in tests/gpu/test_*; do
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
-    [[ $name == *model* ]] && continue  # model parity, below
+    [[ $name =~ model|eval|device ]] && continue  # model parity, below
     found=1
     local left=$((deadline - $(date +%s)))
     run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))" || fail "$gtest_line"
@@ -240,9 +241,10 @@ PY
 model_parity() {
   section "model parity"
   local deadline=$(($(date +%s) + model_s)) exe name left
-  for exe in tests/gpu/test_gpu_*model*; do
+  for exe in tests/gpu/test_*; do
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
+    [[ $name =~ model|eval|device ]] || continue
     left=$((deadline - $(date +%s)))
     run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))" || fail "$gtest_line"
     model_lines+=("$gtest_line")
