@@ -170,6 +170,18 @@ void measure(Report& rep, Row row, const std::function<double()>& run_and_rate) 
   rep.rows.push_back(row);
 }
 
+// Makes a benchmark's inputs; a failure (no memory, a GPU error) becomes the failed row `row`.
+bool make_inputs(Report& rep, Row row, const std::function<void()>& make) {
+  try {
+    make();
+    return true;
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    measure(rep, std::move(row), [&]() -> double { throw std::runtime_error(why); });
+    return false;
+  }
+}
+
 bool wanted(const Options& o, const char* group) {
   return ("," + o.only + ",").find(std::string(",") + group + ",") != std::string::npos;
 }
@@ -193,19 +205,15 @@ void bench_norm(Report& rep, const Options& o) {
   const double row_bytes = double(N) * D * 4;
   GpuTensors g;
   Tensor x, w, y, rstd, o_, hp, ao, bo, ar, br, h;
-  try {
-    x = g.random(DType::F32, {N, D}, 2), w = g.random(DType::F32, {D}, 3, 0.2);
-    y = g.make(DType::F32, {N, D}), rstd = g.make(DType::F32, {N});
-    o_ = g.random(DType::F32, {N, D}, 4), hp = g.random(DType::F32, {N, D}, 5);
-    ao = g.random(DType::F32, {D}, 6), bo = g.random(DType::F32, {D}, 7, 0.1);
-    ar = g.random(DType::F32, {D}, 8), br = g.random(DType::F32, {D}, 9, 0.1);
-    h = g.make(DType::F32, {N, D});
-  } catch (const std::exception& e) {
-    const std::string why = e.what();
-    measure(rep, {"norm", "norm inputs", shape, "", "f32", "GB/s", "copy"},
-            [&]() -> double { throw std::runtime_error(why); });
+  if (!make_inputs(rep, {"norm", "norm inputs", shape, "", "f32", "GB/s", "copy"}, [&] {
+        x = g.random(DType::F32, {N, D}, 2), w = g.random(DType::F32, {D}, 3, 0.2);
+        y = g.make(DType::F32, {N, D}), rstd = g.make(DType::F32, {N});
+        o_ = g.random(DType::F32, {N, D}, 4), hp = g.random(DType::F32, {N, D}, 5);
+        ao = g.random(DType::F32, {D}, 6), bo = g.random(DType::F32, {D}, 7, 0.1);
+        ar = g.random(DType::F32, {D}, 8), br = g.random(DType::F32, {D}, 9, 0.1);
+        h = g.make(DType::F32, {N, D});
+      }))
     return;
-  }
   measure(rep, {"norm", "rmsnorm_forward", shape, "", "f32", "GB/s", "copy"}, [&] {
     const double t = time_median([&] { ops::rmsnorm_forward(y, rstd, x, w, eps); }, o.reps);
     return (2 * row_bytes + double(N + D) * 4) / t * 1e-9;
@@ -276,17 +284,12 @@ void gemm_rows(Report& rep, const GemmShape& s, DType dt, int reps) {
                             {"tiled", gpu::GemmEngine::Tiled}};
   GpuTensors g;
   gpu::Gemm gm;
-  std::string why;
-  try {
-    gm = make_gemm(g, s, dt);
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
+  if (!make_inputs(rep, {"gemm", s.name, shape, "inputs", dtype_name(dt), "TFLOP/s", "peak"},
+                   [&] { gm = make_gemm(g, s, dt); }))
+    return;
   for (const Engine& en : engines)
-    measure(rep, {"gemm", s.name, shape, en.name, dtype_name(dt), "TFLOP/s", "peak"}, [&] {
-      if (!why.empty()) throw std::runtime_error(why);
-      return gemm_tflops(gm, en.e, reps);
-    });
+    measure(rep, {"gemm", s.name, shape, en.name, dtype_name(dt), "TFLOP/s", "peak"},
+            [&] { return gemm_tflops(gm, en.e, reps); });
 }
 
 void bench_gemm(Report& rep, const Options& o) {
@@ -327,18 +330,17 @@ void bench_attention(Report& rep, const Options& o) {
   const double gemm = 2.0 * (double(T) * double(T + 1) / 2) * double(d) * double(B * Hq);
   GpuTensors g;
   Tensor q, k, v, out, lse, dout, dq, dk, dv;
-  try {
-    q = g.random(DType::F32, {B, T, Hq, d}, 30), k = g.random(DType::F32, {B, T, Hk, d}, 31);
-    v = g.random(DType::F32, {B, T, Hk, d}, 32), dout = g.random(DType::F32, {B, T, Hq, d}, 33);
-    out = g.make(DType::F32, {B, T, Hq, d}), lse = g.make(DType::F32, {B, Hq, T});
-    dq = g.make(DType::F32, {B, T, Hq, d}), dk = g.make(DType::F32, {B, T, Hk, d});
-    dv = g.make(DType::F32, {B, T, Hk, d});
-  } catch (const std::exception& e) {
-    const std::string why = e.what();
-    measure(rep, {"attention", "attention inputs", shape, "", "f32", "TFLOP/s", "peak"},
-            [&]() -> double { throw std::runtime_error(why); });
+  if (!make_inputs(rep, {"attention", "attention inputs", shape, "", "f32", "TFLOP/s", "peak"},
+                   [&] {
+                     q = g.random(DType::F32, {B, T, Hq, d}, 30),
+                     k = g.random(DType::F32, {B, T, Hk, d}, 31);
+                     v = g.random(DType::F32, {B, T, Hk, d}, 32);
+                     dout = g.random(DType::F32, {B, T, Hq, d}, 33);
+                     out = g.make(DType::F32, {B, T, Hq, d}), lse = g.make(DType::F32, {B, Hq, T});
+                     dq = g.make(DType::F32, {B, T, Hq, d}), dk = g.make(DType::F32, {B, T, Hk, d});
+                     dv = g.make(DType::F32, {B, T, Hk, d});
+                   }))
     return;
-  }
   measure(rep, {"attention", "attention_forward", shape, "", "f32", "TFLOP/s", "peak"}, [&] {
     const double t = time_median([&] { ops::attention_forward(out, lse, q, k, v); }, o.reps);
     return 2 * gemm / t * 1e-12;
