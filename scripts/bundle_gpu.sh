@@ -6,10 +6,12 @@
 #                                test_*device*.cpp: the op tests and the model parity tests),
 #                                tests/data/{model,configs}, bench/bench_gpu, scripts/gpu_check.sh,
 #                                MANIFEST (commit, flags, libraries, glibc needed, sizes, sha256)
-#   build/gpu-bundle/zaya-gpu.tar.gz
+#   build/gpu-bundle/zaya-gpu.tar.gz, and zaya-gpu.tar.xz: the one to carry to a GPU host. Every
+#   executable holds the same static OpenBLAS (~25 MB) and GPU code; gzip's 32 KiB window compresses
+#   each alone (~7 MB apiece), xz with a 128 MiB dictionary finds the copies (a few MB in all).
 # A binary may need only glibc's libraries and cuBLAS(Lt), which it takes from the host that runs
 # it (scripts/gpu_check.sh finds them in the PyTorch wheels); anything else fails the script, as
-# does an RPATH. On the GPU host: tar xzf zaya-gpu.tar.gz && bash zaya-gpu/scripts/gpu_check.sh
+# does an RPATH. On the GPU host: tar xJf zaya-gpu.tar.xz && bash zaya-gpu/scripts/gpu_check.sh
 # usage: bash scripts/bundle_gpu.sh      (JOBS=N parallel jobs; ccache through the usual
 #                                         CMAKE_CXX_COMPILER_LAUNCHER/CMAKE_CUDA_COMPILER_LAUNCHER)
 set -euo pipefail
@@ -28,6 +30,7 @@ allowed='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libd
 
 command -v readelf >/dev/null || die "readelf (binutils) is needed to check the binaries"
 [ -x /usr/local/cuda/bin/nvcc ] || die "no /usr/local/cuda/bin/nvcc: the bundle is a CUDA build"
+command -v xz >/dev/null || die "xz (xz-utils) is needed for the bundle's .tar.xz"
 
 # The GPU tests: tests/gpu/test_gpu_*.cpp and any other tests/<dir>/test_*gpu*.cpp or
 # test_*device*.cpp (tests/cli/test_eval_device_cli.cpp: zaya eval --device gpu against cpu).
@@ -45,7 +48,7 @@ if ! cmake --build "$build" -j "$jobs" --target zaya bench_gpu "${tests[@]}"; th
 (src/ops/gpu/*.cu): an 'undefined reference to zaya::ops::gpu::…' names one not written yet"
 fi
 
-rm -rf "$bundle" "$bundle.tar.gz"
+rm -rf "$bundle" "$bundle.tar.gz" "$bundle.tar.xz"
 mkdir -p "$bundle"/{bin,bench,scripts,tests/gpu,tests/data}
 cp "$build/zaya" "$bundle/bin/"
 cp "$build/bench/bench_gpu" "$bundle/bench/"
@@ -101,5 +104,6 @@ cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
 } >"$bundle/MANIFEST"
 
 tar -C "$build" -czf "$bundle.tar.gz" zaya-gpu
-echo "bundle_gpu: $bundle ($(du -sh "$bundle" | cut -f1)), $bundle.tar.gz ($(du -h "$bundle.tar.gz" | cut -f1))"
+tar -C "$build" -cf - zaya-gpu | xz -T1 --lzma2=preset=3,dict=128MiB >"$bundle.tar.xz"
+echo "bundle_gpu: $bundle ($(du -sh "$bundle" | cut -f1)), $bundle.tar.gz ($(du -h "$bundle.tar.gz" | cut -f1)), $bundle.tar.xz ($(du -h "$bundle.tar.xz" | cut -f1))"
 echo "bundle_gpu: needs glibc >= $glibc and $(printf '%s\n' "${needs[@]}" | sort -u | grep -E 'cublas' | tr '\n' ' ')"
