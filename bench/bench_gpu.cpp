@@ -189,7 +189,7 @@ bool wanted(const Options& o, const char* group) {
 void bench_copy(Report& rep, const Options& o) {
   GpuTensors g;
   const int64_t n = int64_t(1) << 28;  // 1 GiB of F32 each way
-  Row row{"copy", "device_copy GPU→GPU", "1 GiB", "", "f32", "GB/s", "copy"};
+  Row row{"copy", "device_copy GPU→GPU", "1 GiB", "", "F32", "GB/s", "copy"};
   measure(rep, row, [&] {
     const Tensor src = g.random(DType::F32, {n}, 1), dst = g.make(DType::F32, {n});
     const double t = time_median([&] { device_copy(dst, src); }, o.reps);
@@ -205,7 +205,7 @@ void bench_norm(Report& rep, const Options& o) {
   const double row_bytes = double(N) * D * 4;
   GpuTensors g;
   Tensor x, w, y, rstd, o_, hp, ao, bo, ar, br, h;
-  if (!make_inputs(rep, {"norm", "norm inputs", shape, "", "f32", "GB/s", "copy"}, [&] {
+  if (!make_inputs(rep, {"norm", "norm inputs", shape, "", "F32", "GB/s", "copy"}, [&] {
         x = g.random(DType::F32, {N, D}, 2), w = g.random(DType::F32, {D}, 3, 0.2);
         y = g.make(DType::F32, {N, D}), rstd = g.make(DType::F32, {N});
         o_ = g.random(DType::F32, {N, D}, 4), hp = g.random(DType::F32, {N, D}, 5);
@@ -214,19 +214,19 @@ void bench_norm(Report& rep, const Options& o) {
         h = g.make(DType::F32, {N, D});
       }))
     return;
-  measure(rep, {"norm", "rmsnorm_forward", shape, "", "f32", "GB/s", "copy"}, [&] {
+  measure(rep, {"norm", "rmsnorm_forward", shape, "", "F32", "GB/s", "copy"}, [&] {
     const double t = time_median([&] { ops::rmsnorm_forward(y, rstd, x, w, eps); }, o.reps);
     return (2 * row_bytes + double(N + D) * 4) / t * 1e-9;
   });
   // Fused and unfused share the fused op's byte count (read o, hp; write h, x; the small vectors).
   const double merge_bytes = 4 * row_bytes + double(N + 5 * D) * 4;
   double t_fused = 0, t_unfused = 0;
-  measure(rep, {"norm", "merge_rmsnorm_forward (fused)", shape, "", "f32", "GB/s", "copy"}, [&] {
+  measure(rep, {"norm", "merge_rmsnorm_forward (fused)", shape, "", "F32", "GB/s", "copy"}, [&] {
     t_fused = time_median(
         [&] { ops::merge_rmsnorm_forward(h, y, rstd, o_, hp, ao, bo, ar, br, w, eps); }, o.reps);
     return merge_bytes / t_fused * 1e-9;
   });
-  measure(rep, {"norm", "residual_merge + rmsnorm (unfused)", shape, "", "f32", "GB/s", "copy"},
+  measure(rep, {"norm", "residual_merge + rmsnorm (unfused)", shape, "", "F32", "GB/s", "copy"},
           [&] {
             t_unfused = time_median(
                 [&] {
@@ -282,13 +282,14 @@ void gemm_rows(Report& rep, const GemmShape& s, DType dt, int reps) {
   };
   const Engine engines[] = {{"cublaslt", gpu::GemmEngine::BlasLt},
                             {"tiled", gpu::GemmEngine::Tiled}};
+  const std::string dtype(dtype_name(dt));
   GpuTensors g;
   gpu::Gemm gm;
-  if (!make_inputs(rep, {"gemm", s.name, shape, "inputs", dtype_name(dt), "TFLOP/s", "peak"},
+  if (!make_inputs(rep, {"gemm", s.name, shape, "inputs", dtype, "TFLOP/s", "peak"},
                    [&] { gm = make_gemm(g, s, dt); }))
     return;
   for (const Engine& en : engines)
-    measure(rep, {"gemm", s.name, shape, en.name, dtype_name(dt), "TFLOP/s", "peak"},
+    measure(rep, {"gemm", s.name, shape, en.name, dtype, "TFLOP/s", "peak"},
             [&] { return gemm_tflops(gm, en.e, reps); });
 }
 
@@ -330,7 +331,7 @@ void bench_attention(Report& rep, const Options& o) {
   const double gemm = 2.0 * (double(T) * double(T + 1) / 2) * double(d) * double(B * Hq);
   GpuTensors g;
   Tensor q, k, v, out, lse, dout, dq, dk, dv;
-  if (!make_inputs(rep, {"attention", "attention inputs", shape, "", "f32", "TFLOP/s", "peak"},
+  if (!make_inputs(rep, {"attention", "attention inputs", shape, "", "F32", "TFLOP/s", "peak"},
                    [&] {
                      q = g.random(DType::F32, {B, T, Hq, d}, 30),
                      k = g.random(DType::F32, {B, T, Hk, d}, 31);
@@ -341,11 +342,11 @@ void bench_attention(Report& rep, const Options& o) {
                      dv = g.make(DType::F32, {B, T, Hk, d});
                    }))
     return;
-  measure(rep, {"attention", "attention_forward", shape, "", "f32", "TFLOP/s", "peak"}, [&] {
+  measure(rep, {"attention", "attention_forward", shape, "", "F32", "TFLOP/s", "peak"}, [&] {
     const double t = time_median([&] { ops::attention_forward(out, lse, q, k, v); }, o.reps);
     return 2 * gemm / t * 1e-12;
   });
-  measure(rep, {"attention", "attention_backward", shape, "", "f32", "TFLOP/s", "peak"}, [&] {
+  measure(rep, {"attention", "attention_backward", shape, "", "F32", "TFLOP/s", "peak"}, [&] {
     ops::attention_forward(out, lse, q, k, v);  // o and lse of these inputs
     const double t =
         time_median([&] { ops::attention_backward(dq, dk, dv, dout, q, k, v, out, lse); }, o.reps);
@@ -363,7 +364,7 @@ int finish(Report& rep, const Options& o) {
     }
     const double ref = r.reference == "copy" ? rep.copy_gbs : rep.peak_tflops;
     r.fraction = ref > 0 ? r.rate / ref : 0;
-    if (r.unit == "TFLOP/s" && r.dtype == "f32" && rep.f32_square_tflops > 0)
+    if (r.unit == "TFLOP/s" && r.dtype == "F32" && rep.f32_square_tflops > 0)
       r.fraction_f32 = r.rate / rep.f32_square_tflops;
   }
   std::printf("device: %s\n", gpu::describe().c_str());
