@@ -1,7 +1,8 @@
-# Thin wrapper over CMake presets. `make test` builds (release) and runs the whole suite.
+# Thin wrapper over CMake presets. `make test` builds (release) and runs the whole suite; `make ci`
+# is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (README "GPUs").
 JOBS ?= $(shell nproc)
 
-.PHONY: build test debug demo format clean fuzz
+.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci
 
 build:
 	cmake --preset release >/dev/null
@@ -31,6 +32,34 @@ fuzz:
 	    -timeout=10 -print_final_stats=1 -artifact_prefix=build/fuzz/findings/$$t- \
 	    build/fuzz/corpus/$$t fuzz/corpus/$$t; \
 	done
+
+# The CUDA build (nvcc 13 at /usr/local/cuda; sm_90a + sm_80): everything, the GPU tests and
+# bench_gpu included. cuda-smoke runs what of it needs no GPU: the `gpu` tests (they skip without a
+# device) and bench_gpu (it says why it skips).
+cuda:
+	cmake --preset cuda >/dev/null
+	cmake --build --preset cuda -j $(JOBS)
+
+cuda-smoke: cuda
+	ctest --preset cuda -L gpu -j $(JOBS)
+	build/cuda/bench/bench_gpu
+
+# The AMD compile check (`ZAYA_HIP=1 bash scripts/setup.sh` first): the GPU sources under hipcc
+# for gfx90a and gfx940. Only zaya_gpu: the host sources are g++'s in the other builds, Debian has
+# no hipBLASLt/RCCL to link against, and hipcc 5.2 compiles plain .cpp files as HIP for its
+# default gfx803 too, where clang 15 crashes on some of them (src/data/loader.cpp, prepare.cpp,
+# bpe_train.cpp).
+HIP_TARGETS ?= zaya_gpu
+hip:
+	cmake --preset hip >/dev/null
+	cmake --build --preset hip -j $(JOBS) --target $(HIP_TARGETS)
+
+# The relocatable CUDA bundle for a GPU host: build/gpu-bundle/zaya-gpu{,.tar.gz}.
+gpu-bundle:
+	bash scripts/bundle_gpu.sh
+
+# CI (.ci/run, the README's test command): the CPU suite, then both GPU builds.
+ci: test cuda-smoke hip
 
 demo: build
 	bash scripts/demo.sh

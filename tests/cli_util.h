@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "test_paths.h"
+
 namespace zaya::test {
 
 struct CliResult {

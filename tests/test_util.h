@@ -16,6 +16,7 @@
 #include "core/assert.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "test_paths.h"
 
 namespace zaya::test {
 

@@ -29,14 +29,27 @@ struct Gemm {
 
 enum class GemmEngine { Auto, Tiled, BlasLt };
 
-// Runs g on the stream with `engine` (Auto: ZAYA_GPU_GEMM or the default choice above).
+// Runs g on the stream with `engine` (Auto: ZAYA_GPU_GEMM or the default choice above). M or
+// N = 0 does nothing; K = 0 leaves C = beta · C (the tiled kernel). Auto falls back to the tiled
+// kernel where cuBLASLt declines g; an engine asked for (argument or ZAYA_GPU_GEMM=blaslt) that
+// cannot take g raises zaya::Error.
 void gemm(const Gemm& g, GemmEngine engine = GemmEngine::Auto);
-// The engine Auto resolves to for g.
+// The engine Auto resolves to for g: ZAYA_GPU_GEMM unset, empty or "auto": BlasLt in the CUDA
+// build when A and B have one dtype, else Tiled; "tiled": Tiled; "blaslt": BlasLt (zaya::Error
+// where it cannot apply: the HIP build, mixed dtypes); any other value: zaya::Error.
 GemmEngine gemm_engine_for(const Gemm& g);
 
 // The implementations (gemm() dispatches; tests and benchmarks call them directly).
 void gemm_tiled(const Gemm& g);
-// False (and nothing run) where the library is absent or cannot take g's dtypes.
+// False (and nothing run) where the library is absent or cannot take g's dtypes (mixed A/B
+// dtypes, K = 0, no algorithm from the heuristic).
 bool gemm_blaslt(const Gemm& g);
+
+// The symmetric rank-k update of Newton–Schulz: C[n,n] = alpha · A·Aᵀ + beta · C, A [n,k] F32
+// row-major with row stride lda, C with row stride ldc. Only the tiles on and above the diagonal
+// are computed; each is also written mirrored, so all of C is set and exactly symmetric when the
+// prior C is (beta 0: C is not read).
+void syrk_tiled(int64_t n, int64_t k, float alpha, const float* a, int64_t lda, float beta,
+                float* c, int64_t ldc);
 
 }  // namespace zaya::gpu
