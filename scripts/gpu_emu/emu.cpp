@@ -68,7 +68,10 @@ zaya_emu_trampoline:
 namespace emu {
 namespace {
 
-constexpr int kWarpLanes = 32;
+const int kWarpLanes = [] {
+  const char* v = std::getenv("ZAYA_EMU_WARP");
+  return v && std::string(v) == "64" ? 64 : 32;
+}();
 constexpr size_t kStackBytes = size_t(256) << 10;
 constexpr size_t kSmemBytes = size_t(228) << 10;  // H200: 227 KiB per block, opt-in
 
@@ -235,6 +238,10 @@ void run_block(Launch& l) {
 }
 
 }  // namespace
+
+int warp_lanes() {
+  return L().current >= 0 ? kWarpLanes : 32;
+}
 
 int lane() {
   Launch& l = L();
@@ -427,8 +434,8 @@ bool available() noexcept {
 }
 
 std::string describe() {
-  return fmt::format("gpu emulator (scripts/gpu_emu): fibers on the host, 32-lane warps, {} SMs",
-                     multiprocessor_count());
+  return fmt::format("gpu emulator (scripts/gpu_emu): fibers on the host, {}-lane warps, {} SMs",
+                     emu::kWarpLanes, multiprocessor_count());
 }
 
 std::string memory_report() {

@@ -6,7 +6,8 @@
 - `callee<<<grid, block[, smem[, stream]]>>>(args);` becomes
   `::emu::launch("callee", __FILE__, __LINE__, grid, block, smem, [&] { callee(args); });`
   (callee: a kernel, a template-id such as k<true, W>, or a variable holding a kernel);
-- `extern __shared__ T name[];` becomes `T* name = (T*)::emu::dynamic_smem();`.
+- `extern __shared__ T name[];` becomes `T* name = (T*)::emu::dynamic_smem();`;
+- `constexpr int kWarp = …;` becomes an object converting to the emulated warp width.
 Line numbers are kept (a #line directive names the original file), so compiler errors, asserts
 and the emulator's messages point into src/ops/gpu/.
 """
@@ -86,6 +87,9 @@ def transform(src, path):
     text = re.sub(r'extern\s+__shared__\s+((?:__align__\(\d+\)\s*)?)([\w:\s]+?)\s*(\w+)\s*\[\s*\]\s*;',
                   lambda m: f'{m.group(2)}* {m.group(3)} = reinterpret_cast<{m.group(2)}*>'
                             f'(::emu::dynamic_smem());', text)
+    # kWarp (common.cuh): the emulator's warp width inside a kernel (ZAYA_EMU_WARP=64: AMD gfx9),
+    # 32 in host code, as the host pass of hipcc sees it.
+    text = re.sub(r'constexpr int kWarp = [^;]*;', 'inline constexpr ::emu::Warp kWarp{};', text)
     return f'#line 1 "{path}"\n' + text
 
 

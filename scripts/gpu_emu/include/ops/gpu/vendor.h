@@ -205,13 +205,18 @@ void sync_warp();
 uint64_t shuffle_bits(uint64_t bits, int src_lane);
 int lane();
 void* dynamic_smem();
+// Lanes per warp: ZAYA_EMU_WARP (32 or 64) inside a kernel, 32 in host code.
+int warp_lanes();
+struct Warp {
+  operator int() const { return warp_lanes(); }
+};
 
 template <class T>
 T shfl(T v, int src_lane) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "emu shuffle: 8 bytes at most");
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
-  bits = shuffle_bits(bits, src_lane & (warpSize - 1));
+  bits = shuffle_bits(bits, src_lane & (warp_lanes() - 1));
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
