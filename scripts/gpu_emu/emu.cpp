@@ -136,8 +136,8 @@ void fiber_main(void* arg) {
 char* stack_for(size_t t) {
   static std::vector<char*> stacks;
   while (stacks.size() <= t) {
-    void* p = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("gpu emulator: cannot map a fiber stack");
     stacks.push_back(static_cast<char*>(p));
   }
@@ -154,12 +154,12 @@ void start_fiber(Fiber& f, size_t t) {
   std::memset(sp, 0, 88);
   std::memcpy(sp, &cw, 2);
   std::memcpy(reinterpret_cast<char*>(sp) + 8, &csr, 4);
-  sp[2] = 0;                                                // r15
-  sp[3] = 0;                                                // r14
-  sp[4] = reinterpret_cast<uint64_t>(&fiber_main);          // r13: the function
-  sp[5] = uint64_t(t);                                      // r12: its argument
-  sp[6] = 0;                                                // rbx
-  sp[7] = 0;                                                // rbp
+  sp[2] = 0;                                                 // r15
+  sp[3] = 0;                                                 // r14
+  sp[4] = reinterpret_cast<uint64_t>(&fiber_main);           // r13: the function
+  sp[5] = uint64_t(t);                                       // r12: its argument
+  sp[6] = 0;                                                 // rbx
+  sp[7] = 0;                                                 // rbp
   sp[8] = reinterpret_cast<uint64_t>(&zaya_emu_trampoline);  // return address
   f.sp = sp;
   f.state = State::Ready;
@@ -214,22 +214,25 @@ void run_block(Launch& l) {
         for (int t = t0; t < t1; ++t) l.fibers[size_t(t)].state = State::Ready;
         released = true;
       } else if (w_block == 0) {
-        emu_fail(fmt::format("warp {}: {} lanes wait at a full-warp shuffle/__syncwarp while {} "
-                             "lanes have exited (the mask names every lane)",
-                             w, at_warp, w_done));
+        emu_fail(
+            fmt::format("warp {}: {} lanes wait at a full-warp shuffle/__syncwarp while {} "
+                        "lanes have exited (the mask names every lane)",
+                        w, at_warp, w_done));
       } else {
-        emu_fail(fmt::format("warp {}: {} lanes wait at a warp shuffle, {} at __syncthreads "
-                             "(divergent barrier: deadlock on a GPU)",
-                             w, at_warp, w_block));
+        emu_fail(
+            fmt::format("warp {}: {} lanes wait at a warp shuffle, {} at __syncthreads "
+                        "(divergent barrier: deadlock on a GPU)",
+                        w, at_warp, w_block));
       }
     }
     if (released) continue;
     if (done == n) return;
     if (at_block + done == n) {
       if (done > 0)
-        emu_fail(fmt::format("__syncthreads reached by {} threads after {} threads of the block "
-                             "returned (a barrier in divergent code)",
-                             at_block, done));
+        emu_fail(
+            fmt::format("__syncthreads reached by {} threads after {} threads of the block "
+                        "returned (a barrier in divergent code)",
+                        at_block, done));
       for (auto& f : l.fibers) f.state = State::Ready;
       continue;
     }
@@ -290,9 +293,10 @@ void launch_impl(const char* kernel, const char* file, int line, dim3 grid, dim3
       grid.z > 65535)
     emu_fail(fmt::format("grid ({}, {}, {}) out of the limits", grid.x, grid.y, grid.z));
   if (dynamic_smem > kSmemBytes - 1024 || dynamic_smem > smem_opt_in)
-    emu_fail(fmt::format("{} bytes of dynamic shared memory (over 48 KiB needs "
-                         "cudaFuncSetAttribute; 227 KiB at most)",
-                         dynamic_smem));
+    emu_fail(
+        fmt::format("{} bytes of dynamic shared memory (over 48 KiB needs "
+                    "cudaFuncSetAttribute; 227 KiB at most)",
+                    dynamic_smem));
   gridDim = grid;
   blockDim = block;
   l.body = body;
@@ -346,7 +350,8 @@ std::mutex mu;
 size_t in_use = 0, peak = 0;
 
 void* raw_alloc(size_t bytes, int fill) {
-  auto* base = static_cast<unsigned char*>(std::aligned_alloc(64, kHeader + bytes + kGuard + 63 & ~size_t(63)));
+  auto* base = static_cast<unsigned char*>(
+      std::aligned_alloc(64, kHeader + bytes + kGuard + 63 & ~size_t(63)));
   if (!base) fail("gpu emulator: out of host memory ({} bytes)", bytes);
   std::memcpy(base, &bytes, sizeof bytes);
   std::memset(base + kHeader, fill, bytes);
@@ -441,7 +446,8 @@ std::string describe() {
 std::string memory_report() {
   std::lock_guard<std::mutex> lock(mu);
   return fmt::format("GPU memory (emulated): {:.3f} GiB in use, {:.3f} GiB peak",
-                     double(in_use) / double(size_t(1) << 30), double(peak) / double(size_t(1) << 30));
+                     double(in_use) / double(size_t(1) << 30),
+                     double(peak) / double(size_t(1) << 30));
 }
 
 // cuBLASLt does not exist here: gemm() takes the tiled kernel.

@@ -8,8 +8,8 @@
 
 namespace zaya::ops::gpu {
 
-#define ZAYA_BACKEND_OP(ret, name, params)                                             \
-  __attribute__((weak)) ret name params {                                              \
+#define ZAYA_BACKEND_OP(ret, name, params)                                            \
+  __attribute__((weak)) ret name params {                                             \
     fail("{}: no GPU kernel on this branch (scripts/gpu_emu: weak stand-in)", #name); \
   }
 #include "ops/backend_ops.inc"

@@ -6,7 +6,8 @@
 #
 # Environment: GTEST_FILTER (passed on), ZAYA_EMU_REVERSE=1 (blocks and threads in reverse
 # order), ZAYA_EMU_SMS (multiprocessor_count, default 132), ZAYA_EMU_JOBS (compile jobs, 2),
-# ZAYA_EMU_TIMEOUT (seconds per test executable, 1800), ZAYA_EMU_BIG=1 (the tests' big shapes too).
+# ZAYA_EMU_TIMEOUT (seconds per test executable, 1800), ZAYA_EMU_WARP=64 (64-lane warps inside
+# kernels, 32 in host code, as on AMD gfx9), ZAYA_EMU_FMA=1 (let g++ contract a*b+c into FMAs).
 # Builds in build/gpu-emu/ (CPU objects from build/release, preset "release").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,6 +18,11 @@ rel=build/release
 jobs=${ZAYA_EMU_JOBS:-2}
 mkdir -p "$out/src" "$out/include/ops/gpu" "$out/obj" "$out/bin" "$out/log"
 
+selftest=0
+if [ "${1:-}" = --selftest ]; then
+  selftest=1
+  shift
+fi
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
   for f in tests/gpu/test_gpu_*.cpp; do tests+=("$(basename "$f" .cpp)"); done
@@ -49,7 +55,9 @@ for e in json.load(open(sys.argv[1] + '/compile_commands.json')):
         print(' '.join(shlex.quote(x) for x in keep)); break
 PY
 )
-cflags="$cflags -O2 -g -ffp-contract=off -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas"
+# No FMA contraction by default (reproducible; ZAYA_EMU_FMA=1: g++ contracts as nvcc may).
+[ "${ZAYA_EMU_FMA:-0}" = 1 ] && contract=fast || contract=off
+cflags="$cflags -O2 -g -ffp-contract=$contract -Wno-unused-variable -Wno-unused-function -Wno-unknown-pragmas"
 # Headers with launches in them: transformed copies, found first on the include path.
 for f in src/ops/gpu/*.cuh; do
   h="$out/include/ops/gpu/$(basename "$f")"
@@ -98,6 +106,14 @@ echo "$want" >"$stamp"
 # 3. zaya_lib without no_gpu.cpp (its GPU entry points come from the objects above).
 cp "$rel/libzaya_lib.a" "$out/libzaya_cpu.a"
 ar d "$out/libzaya_cpu.a" no_gpu.cpp.o
+
+if [ $selftest = 1 ]; then  # the emulator's own checks: a block sum, then three real bugs caught
+  python3 "$emu/transform.py" "$emu/selftest.cu" "$out/src/selftest.cpp"
+  eval "c++ $cflags -I$out/include -I$emu/include -Isrc $out/src/selftest.cpp $out/obj/emu.o \
+    $out/obj/emu_stubs.o $out/libzaya_cpu.a -lfmt -fopenmp -o $out/bin/selftest"
+  "$out/bin/selftest"
+  exit
+fi
 
 # 4. The emulated CLI (for tests that run `zaya`), then link and run each test.
 relink() {  # relink TARGET OUTPUT: the release link command of TARGET with the emulated backend

@@ -54,13 +54,27 @@ struct alignas(16) int4 {
 struct alignas(16) double2 {
   double x, y;
 };
-inline float2 make_float2(float a, float b) { return {a, b}; }
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
-inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-inline int2 make_int2(int a, int b) { return {a, b}; }
-inline int4 make_int4(int a, int b, int c, int d) { return {a, b, c, d}; }
-inline double2 make_double2(double a, double b) { return {a, b}; }
+inline float2 make_float2(float a, float b) {
+  return {a, b};
+}
+inline float4 make_float4(float a, float b, float c, float d) {
+  return {a, b, c, d};
+}
+inline uint2 make_uint2(unsigned a, unsigned b) {
+  return {a, b};
+}
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
+  return {a, b, c, d};
+}
+inline int2 make_int2(int a, int b) {
+  return {a, b};
+}
+inline int4 make_int4(int a, int b, int c, int d) {
+  return {a, b, c, d};
+}
+inline double2 make_double2(double a, double b) {
+  return {a, b};
+}
 
 // The current fiber's coordinates (set by the scheduler before it resumes a fiber).
 inline uint3 threadIdx, blockIdx;
@@ -99,28 +113,56 @@ inline long long __double_as_longlong(double f) {
 }
 // Device math the C library lacks (the host's correctly rounded versions stand in for the
 // device's approximate intrinsics).
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __fdividef(float a, float b) { return a / b; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-inline float __saturatef(float x) { return x < 0 ? 0.0f : (x > 1 ? 1.0f : x); }
+inline float rsqrtf(float x) {
+  return 1.0f / std::sqrt(x);
+}
+inline double rsqrt(double x) {
+  return 1.0 / std::sqrt(x);
+}
+inline float __expf(float x) {
+  return std::exp(x);
+}
+inline float __logf(float x) {
+  return std::log(x);
+}
+inline float __fdividef(float a, float b) {
+  return a / b;
+}
+inline float __frcp_rn(float x) {
+  return 1.0f / x;
+}
+inline float __fsqrt_rn(float x) {
+  return std::sqrt(x);
+}
+inline float __saturatef(float x) {
+  return x < 0 ? 0.0f : (x > 1 ? 1.0f : x);
+}
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 template <class T>
 inline T __ldg(const T* p) {
   return *p;
 }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
-inline int __clz(int v) { return v ? __builtin_clz(unsigned(v)) : 32; }
-inline int __ffs(int v) { return __builtin_ffs(v); }
+inline int __popc(unsigned v) {
+  return __builtin_popcount(v);
+}
+inline int __popcll(unsigned long long v) {
+  return __builtin_popcountll(v);
+}
+inline int __clz(int v) {
+  return v ? __builtin_clz(unsigned(v)) : 32;
+}
+inline int __ffs(int v) {
+  return __builtin_ffs(v);
+}
 // CUDA's global min/max overloads (device code calls them unqualified).
-#define ZAYA_EMU_MINMAX(T)                     \
-  inline T min(T a, T b) { return b < a ? b : a; } \
-  inline T max(T a, T b) { return a < b ? b : a; }
+#define ZAYA_EMU_MINMAX(T) \
+  inline T min(T a, T b) { \
+    return b < a ? b : a;  \
+  }                        \
+  inline T max(T a, T b) { \
+    return a < b ? b : a;  \
+  }
 ZAYA_EMU_MINMAX(int)
 ZAYA_EMU_MINMAX(unsigned)
 ZAYA_EMU_MINMAX(long)
@@ -192,8 +234,9 @@ template <class F>
 void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block, size_t smem,
             F&& f) {
   using G = std::remove_reference_t<F>;
-  launch_impl(kernel, file, line, grid, block, smem,
-              [](void* c) { (*static_cast<G*>(c))(); }, static_cast<void*>(&f));
+  launch_impl(
+      kernel, file, line, grid, block, smem, [](void* c) { (*static_cast<G*>(c))(); },
+      static_cast<void*>(&f));
 }
 template <class F>
 void launch(const char* kernel, const char* file, int line, dim3 grid, dim3 block, F&& f) {
@@ -227,8 +270,12 @@ T shfl_xor(T v, int mask) {
 }
 }  // namespace emu
 
-inline void __syncthreads() { emu::sync_block(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu::sync_warp(); }
+inline void __syncthreads() {
+  emu::sync_block();
+}
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  emu::sync_warp();
+}
 
 #define ZAYA_SHFL_XOR(v, mask) ::emu::shfl_xor((v), (mask))
 #define ZAYA_SHFL(v, lane) ::emu::shfl((v), (lane))
@@ -243,7 +290,10 @@ enum cudaMemcpyKind {
   cudaMemcpyDeviceToDevice,
   cudaMemcpyDefault
 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize, cudaFuncAttributePreferredSharedMemoryCarveout };
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncAttributePreferredSharedMemoryCarveout
+};
 constexpr cudaError_t cudaSuccess = 0;
 constexpr cudaError_t cudaErrorInvalidValue = 1;
 constexpr cudaError_t cudaErrorMemoryAllocation = 2;
@@ -251,8 +301,12 @@ namespace emu {
 cudaError_t last_error();  // and clears it
 void set_dynamic_smem_limit(const void* kernel, size_t bytes);
 }  // namespace emu
-inline cudaError_t cudaGetLastError() { return emu::last_error(); }
-inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() {
+  return emu::last_error();
+}
+inline cudaError_t cudaPeekAtLastError() {
+  return cudaSuccess;
+}
 inline const char* cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess ? "no error" : "emulated GPU error";
 }
@@ -273,8 +327,12 @@ inline cudaError_t cudaMemset(void* p, int v, size_t n) {
   if (n) std::memset(p, v, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  return cudaSuccess;
+}
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount };
 inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
