@@ -10,17 +10,14 @@ __global__ void sum_kernel(float* out, const float* x, int n) {
   float v = threadIdx.x < unsigned(n) ? x[threadIdx.x] : 0.f;
   float s = block_sum(v, part);
   if (threadIdx.x == 0) out[blockIdx.x] = s;
-  return 0;
 }
 __global__ void bad_sync(float* out) {
   if (threadIdx.x >= 100) return;
   __syncthreads();
   out[threadIdx.x] = 1;
-  return 0;
 }
 __global__ void bad_shfl(float* out) {
   if (threadIdx.x % 32 < 16) out[threadIdx.x] = warp_sum(1.0f);
-  return 0;
 }
 int main() {
   float x[256], out[256];
