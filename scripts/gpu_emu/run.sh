@@ -3,6 +3,7 @@
 # compiled as C++ and run on the host (see scripts/gpu_emu/README.md). Developer tool, not CI.
 #
 #   scripts/gpu_emu/run.sh [TEST_NAME...]   # e.g. test_gpu_rope test_gpu_moe (default: all)
+#   scripts/gpu_emu/run.sh --selftest       # the emulator's own checks (selftest.cu)
 #
 # Environment: GTEST_FILTER (passed on), ZAYA_EMU_REVERSE=1 (blocks and threads in reverse
 # order), ZAYA_EMU_SMS (multiprocessor_count, default 132), ZAYA_EMU_JOBS (compile jobs, 2),
