@@ -62,8 +62,8 @@ void expect_logits_close(const std::vector<float>& gpu, const std::vector<float>
   EXPECT_LE(max_diff, kModelLogitRel * max_ref) << what << ": largest |logit| " << max_ref;
 }
 
-// Every trainable parameter's gradient: relative L2 ≤ 1e-3, or (where the CPU's is exactly zero:
-// an expert no token reached, q/k when only t = 0 is scored) tiny.
+// Every trainable parameter's gradient: relative L2 ≤ 1e-3, or (where the CPU's is zero or
+// rounding noise, L2 ≤ 1e-6: an expert no token reached, q/k when only t = 0 is scored) tiny.
 void expect_grads_close(const Model& m, const std::vector<float>& gpu,
                         const std::vector<float>& cpu, const std::string& what) {
   int checked = 0;
@@ -73,7 +73,7 @@ void expect_grads_close(const Model& m, const std::vector<float>& gpu,
     const float* b = cpu.data() + s.offset;
     double norm = 0;
     for (int64_t i = 0; i < s.numel(); ++i) norm += double(b[i]) * b[i];
-    if (norm == 0) {
+    if (norm <= 1e-12) {  // noise-level q/k grads (t2_h: ~1e-9) have no meaningful relative error
       for (int64_t i = 0; i < s.numel(); ++i)
         EXPECT_LE(std::fabs(a[i]), 1e-6f) << what << " " << s.name << "[" << i << "]";
     } else {

@@ -33,7 +33,13 @@ void run_case(int64_t N, int64_t V, bool alias, uint64_t seed, double boost = 0)
   DevicePair loss(DType::F32, {N}), lse(DType::F32, {N});
   ops::xent_forward(loss.cpu, lse.cpu, logits.cpu, target.cpu);
   ops::xent_forward(loss.gpu, lse.gpu, logits.gpu, target.gpu);
-  expect_nmse(loss, kGpuF32Nmse, "loss");
+  if (boost == 0) {
+    expect_nmse(loss, kGpuF32Nmse, "loss");
+  } else {
+    // A confident row's loss = lse − ℓ_t cancels to ~1e-11 on both sides: the ulp of lse (~7e-15
+    // in double at 50) and Σ of tiny terms onto 1 (the CPU too) leave it ~1e-3 relative at best.
+    expect_close(loss.gpu_values(), loss.cpu_values(), 1e-9, 1e-6, "loss");
+  }
   expect_nmse(lse, kGpuF32Nmse, "lse");
   // The backward from the same lse on both sides (the CPU's).
   lse.upload();
