@@ -23,6 +23,16 @@ Views shifted(const DevicePair& p, std::initializer_list<int64_t> dims) {
   return v;
 }
 
+// dx against the CPU's. With D = 1 the backward cancels almost completely (dx = ρĝ(1 − n²) with
+// n² = x²/(x² + eps) ≈ 1): what is left is ~1e-5 of the terms, and whether a*b + c is fused decides
+// its last bits on either side, so there it is held to an absolute 1e-6 of the O(1) terms instead.
+void expect_dx(const DevicePair& dx, int64_t D, const char* what) {
+  if (D == 1)
+    expect_close(dx.gpu_values(), dx.cpu_values(), 1e-6, 0.0, what);
+  else
+    expect_nmse(dx, kGpuF32Nmse, what);
+}
+
 void run_case(int64_t N, int64_t D, uint64_t seed) {
   SCOPED_TRACE("N " + std::to_string(N) + " D " + std::to_string(D));
   DevicePair x = random_pair(DType::F32, {N, D}, seed, 1.5);
@@ -39,14 +49,14 @@ void run_case(int64_t N, int64_t D, uint64_t seed) {
     DevicePair dw = random_pair(DType::F32, {D}, seed + 4);
     ops::rmsnorm_backward(dx.cpu, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, accumulate);
     ops::rmsnorm_backward(dx.gpu, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, accumulate);
-    expect_nmse(dx, kGpuF32Nmse, accumulate ? "dx +=" : "dx");
+    expect_dx(dx, D, accumulate ? "dx +=" : "dx");
     expect_nmse(dw, kGpuF32Nmse, "dw");
   }
   // Each output alone.
   DevicePair dx = random_pair(DType::F32, {N, D}, seed + 5);
   ops::rmsnorm_backward(dx.cpu, Tensor{}, dy.cpu, x.cpu, w.cpu, rstd.cpu, false);
   ops::rmsnorm_backward(dx.gpu, Tensor{}, dy.gpu, x.gpu, w.gpu, rstd.gpu, false);
-  expect_nmse(dx, kGpuF32Nmse, "dx alone");
+  expect_dx(dx, D, "dx alone");
   DevicePair dw = random_pair(DType::F32, {D}, seed + 6);
   ops::rmsnorm_backward(Tensor{}, dw.cpu, dy.cpu, x.cpu, w.cpu, rstd.cpu, false);
   ops::rmsnorm_backward(Tensor{}, dw.gpu, dy.gpu, x.gpu, w.gpu, rstd.gpu, false);
