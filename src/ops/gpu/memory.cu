@@ -194,13 +194,12 @@ void fill(const Tensor& t, double value) {
 }
 
 void fill_zero(const Tensor& t) {
-  if (t.nbytes()) ZAYA_GPU_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream()));
+  zaya::gpu::fill_zero(t.data, t.nbytes());  // core/device.h's entry point (runtime.cpp)
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  if (dst.data == src.data || src.nbytes() == 0) return;
-  ZAYA_GPU_CHECK(
-      cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream()));
+  if (dst.data == src.data) return;
+  zaya::gpu::copy(dst.data, Device::Gpu, src.data, Device::Gpu, src.nbytes());
 }
 
 void convert(const Tensor& dst, const Tensor& src) {
