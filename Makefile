@@ -2,7 +2,7 @@
 # is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (README "GPUs").
 JOBS ?= $(shell nproc)
 
-.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci
+.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci bench-step
 
 build:
 	cmake --preset release >/dev/null
@@ -64,6 +64,11 @@ ci:
 	$(MAKE) hip
 	$(MAKE) cuda-smoke
 	$(MAKE) test
+
+# zaya bench step against the PyTorch eager baseline on configs/models/step-bench.json, interleaved
+# (scripts/bench_step_vs_torch.sh; needs python3-torch). A benchmark, not a test.
+bench-step: build
+	bash scripts/bench_step_vs_torch.sh 3
 
 demo: build
 	bash scripts/demo.sh

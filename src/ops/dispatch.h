@@ -6,6 +6,7 @@
 #include "core/assert.h"
 #include "core/tensor.h"
 #include "ops/backend.h"
+#include "ops/profile.h"
 
 namespace zaya::ops::detail {
 
@@ -31,11 +32,15 @@ Device call_device(const char* op, const Ts&... ts) {
 
 #define ZAYA_UNPAREN(...) __VA_ARGS__
 // Checks the devices of TENSORS (a parenthesised list), then calls the backend's NAME(ARGS...).
-#define ZAYA_OP_DISPATCH(name, tensors, ...)                               \
-  switch (::zaya::ops::detail::call_device(#name, ZAYA_UNPAREN tensors)) { \
-    case Device::Cpu:                                                      \
-      return cpu::name(__VA_ARGS__);                                       \
-    case Device::Gpu:                                                      \
-      return gpu::name(__VA_ARGS__);                                       \
-  }                                                                        \
+// CPU calls are timed while ops/profile.h's profiling is on (one slot per op name).
+#define ZAYA_OP_DISPATCH(name, tensors, ...)                                      \
+  switch (::zaya::ops::detail::call_device(#name, ZAYA_UNPAREN tensors)) {        \
+    case Device::Cpu: {                                                           \
+      static const int profile_slot_ = ::zaya::ops::profile::detail::slot(#name); \
+      ::zaya::ops::profile::Scope profile_scope_(profile_slot_);                  \
+      return cpu::name(__VA_ARGS__);                                              \
+    }                                                                             \
+    case Device::Gpu:                                                             \
+      return gpu::name(__VA_ARGS__);                                              \
+  }                                                                               \
   ::zaya::assert_fail(__FILE__, __LINE__, #name, "unknown device")

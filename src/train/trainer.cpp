@@ -5,14 +5,13 @@
 // run (logs, metrics, samples); every collective is called by every rank in the same order.
 #include "train/trainer.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
+#include "bench/sgemm.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
@@ -66,22 +65,6 @@ void from_json(const nlohmann::json& j, TrainerState& s) {
 }
 
 namespace {
-
-// The machine's own sgemm rate (FLOP/s), measured once at start-up: the MFU denominator.
-double measure_sgemm_rate() {
-  const int n = 768;
-  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n);
-  auto once = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
-  };
-  once();  // warm-up: thread pool, caches
-  Timer t;
-  int reps = 0;
-  do once(), ++reps;
-  while (t.seconds() < 0.3);
-  return 2.0 * n * n * double(n) * reps / t.seconds();
-}
 
 // Mean over MoE layers of the normalised entropy of the real experts' token shares (1 = even).
 double expert_load_entropy(const ZayaConfig& c, const RoutingCounts& counts) {
