@@ -38,26 +38,34 @@ T sigmoid(T z) {
 struct Dispatch {
   std::vector<int64_t> offset;  // [E+2]
   std::vector<int64_t> order;   // [N]
+  std::vector<int64_t> next;    // [E+1] fill positions while grouping
   int64_t max_rows = 0;         // most tokens routed to one real expert (scratch height)
 
   int64_t rows(int64_t e) const { return offset[e + 1] - offset[e]; }
   const int64_t* tokens(int64_t e) const { return order.data() + offset[e]; }
 };
 
-Dispatch group_by_class(const int32_t* choice_N, int64_t N, int64_t E) {
-  Dispatch g;
+// Fills g (its vectors keep their capacity from call to call: no allocation once warm).
+void group_by_class(Dispatch& g, const int32_t* choice_N, int64_t N, int64_t E) {
   g.offset.assign(E + 2, 0);
   g.order.resize(N);
+  g.max_rows = 0;
   for (int64_t n = 0; n < N; ++n) {
     const int32_t c = choice_N[n];
     ZAYA_ASSERT(0 <= c && c <= E, "moe: choice[{}] = {} outside [0, {}] (E = skip)", n, c, E);
     ++g.offset[c + 1];
   }
   for (int64_t e = 0; e <= E; ++e) g.offset[e + 1] += g.offset[e];
-  std::vector<int64_t> next(g.offset.begin(), g.offset.end() - 1);
-  for (int64_t n = 0; n < N; ++n) g.order[next[choice_N[n]]++] = n;
+  g.next.assign(g.offset.begin(), g.offset.end() - 1);
+  for (int64_t n = 0; n < N; ++n) g.order[g.next[choice_N[n]]++] = n;
   for (int64_t e = 0; e < E; ++e) g.max_rows = std::max(g.max_rows, g.rows(e));
-  return g;
+}
+
+// Per-thread scratch of at least n elements, kept for the next call (contents undefined).
+template <class T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (v.size() < size_t(n)) v.resize(size_t(n));
+  return v.data();
 }
 
 // dst_MW[m] = src_NW[tok_M[m]], rows of width W.
@@ -73,29 +81,33 @@ void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32
              const T* weight_N, const T* w1_EFD, const T* w2_EDH, int64_t N, int64_t D, int64_t E,
              int64_t F) {
   const int64_t H = F / 2;
-  const Dispatch g = group_by_class(choice_N, N, E);
-  std::vector<T> x_MD(g.max_rows * D), gu_MF(g.max_rows * F), act_MH(g.max_rows * H),
-      f_MD(g.max_rows * D);
+  thread_local Dispatch g;
+  group_by_class(g, choice_N, N, E);
+  thread_local std::vector<T> x_buf, gu_buf, act_buf, f_buf;
+  T* x_MD = grow(x_buf, g.max_rows * D);
+  T* gu_MF = grow(gu_buf, g.max_rows * F);
+  T* act_MH = grow(act_buf, g.max_rows * H);
+  T* f_MD = grow(f_buf, g.max_rows * D);
 
   for (int64_t e = 0; e < E; ++e) {
     const int64_t M = g.rows(e);
     const int64_t* tok_M = g.tokens(e);
     if (M == 0) continue;
-    gather_rows(x_MD.data(), x_ND, tok_M, M, D);
-    gemm(false, true, M, F, D, T(1), x_MD.data(), D, w1_EFD + e * F * D, D, T(0), gu_MF.data(), F);
+    gather_rows(x_MD, x_ND, tok_M, M, D);
+    gemm(false, true, M, F, D, T(1), x_MD, D, w1_EFD + e * F * D, D, T(0), gu_MF, F);
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
-      const T* gu = gu_MF.data() + m * F;
-      T* act = act_MH.data() + m * H;
+      const T* gu = gu_MF + m * F;
+      T* act = act_MH + m * H;
       for (int64_t j = 0; j < H; ++j) act[j] = gu[j] * sigmoid(gu[j]) * gu[H + j];
     }
-    gemm(false, true, M, D, H, T(1), act_MH.data(), H, w2_EDH + e * D * H, H, T(0), f_MD.data(), D);
+    gemm(false, true, M, D, H, T(1), act_MH, H, w2_EDH + e * D * H, H, T(0), f_MD, D);
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
-      std::memcpy(gu_NF + n * F, gu_MF.data() + m * F, size_t(F) * sizeof(T));
-      std::memcpy(act_NH + n * H, act_MH.data() + m * H, size_t(H) * sizeof(T));
-      const T* f = f_MD.data() + m * D;
+      std::memcpy(gu_NF + n * F, gu_MF + m * F, size_t(F) * sizeof(T));
+      std::memcpy(act_NH + n * H, act_MH + m * H, size_t(H) * sizeof(T));
+      const T* f = f_MD + m * D;
       for (int64_t d = 0; d < D; ++d)
         f_ND[n * D + d] = f[d], out_ND[n * D + d] = weight_N[n] * f[d];
     }
@@ -131,9 +143,15 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
     dweight_N[n] = T(s);
   }
 
-  const Dispatch g = group_by_class(choice_N, N, E);
-  std::vector<T> x_MD(g.max_rows * D), df_MD(g.max_rows * D), act_MH(g.max_rows * H),
-      dact_MH(g.max_rows * H), dgu_MF(g.max_rows * F), dx_MD(g.max_rows * D);
+  thread_local Dispatch g;
+  group_by_class(g, choice_N, N, E);
+  thread_local std::vector<T> x_buf, df_buf, act_buf, dact_buf, dgu_buf, dx_buf;
+  T* x_MD = grow(x_buf, g.max_rows * D);
+  T* df_MD = grow(df_buf, g.max_rows * D);
+  T* act_MH = grow(act_buf, g.max_rows * H);
+  T* dact_MH = grow(dact_buf, g.max_rows * H);
+  T* dgu_MF = grow(dgu_buf, g.max_rows * F);
+  T* dx_MD = grow(dx_buf, g.max_rows * D);
 
   for (int64_t e = 0; e < E; ++e) {
     const int64_t M = g.rows(e);
@@ -141,30 +159,28 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
     if (M == 0) continue;
     const T* w1_FD = w1_EFD + e * F * D;
     const T* w2_DH = w2_EDH + e * D * H;
-    gather_rows(x_MD.data(), x_ND, tok_M, M, D);
-    gather_rows(act_MH.data(), act_NH, tok_M, M, H);
+    gather_rows(x_MD, x_ND, tok_M, M, D);
+    gather_rows(act_MH, act_NH, tok_M, M, H);
 #pragma omp parallel for schedule(static) if (M * D > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
       for (int64_t d = 0; d < D; ++d) df_MD[m * D + d] = weight_N[n] * dout_ND[n * D + d];
     }
-    gemm(true, false, D, H, M, T(1), df_MD.data(), D, act_MH.data(), H, T(1), dw2_EDH + e * D * H,
-         H);
-    gemm(false, false, M, H, D, T(1), df_MD.data(), D, w2_DH, H, T(0), dact_MH.data(), H);
+    gemm(true, false, D, H, M, T(1), df_MD, D, act_MH, H, T(1), dw2_EDH + e * D * H, H);
+    gemm(false, false, M, H, D, T(1), df_MD, D, w2_DH, H, T(0), dact_MH, H);
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const T* gu = gu_NF + tok_M[m] * F;
-      const T* dact = dact_MH.data() + m * H;
-      T* dgu = dgu_MF.data() + m * F;
+      const T* dact = dact_MH + m * H;
+      T* dgu = dgu_MF + m * F;
       for (int64_t j = 0; j < H; ++j) {
         const T z = gu[j], u = gu[H + j], sig = sigmoid(z);
         dgu[j] = dact[j] * u * sig * (T(1) + z * (T(1) - sig));  // SiLU'(g) = σ(1 + g(1 − σ))
         dgu[H + j] = dact[j] * z * sig;
       }
     }
-    gemm(true, false, F, D, M, T(1), dgu_MF.data(), F, x_MD.data(), D, T(1), dw1_EFD + e * F * D,
-         D);
-    gemm(false, false, M, D, F, T(1), dgu_MF.data(), F, w1_FD, D, T(0), dx_MD.data(), D);
+    gemm(true, false, F, D, M, T(1), dgu_MF, F, x_MD, D, T(1), dw1_EFD + e * F * D, D);
+    gemm(false, false, M, D, F, T(1), dgu_MF, F, w1_FD, D, T(0), dx_MD, D);
 #pragma omp parallel for schedule(static) if (M * D > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const int64_t n = tok_M[m];
