@@ -49,7 +49,8 @@ void conv_forward(S* z, S* y, const S* u, const S* w0, const S* b0, const S* w1,
   }
   // Stage 1 with tap-major weights wt[k][g][i][cc] = w1[g·d+cc, i, k], contiguous over the output
   // channel cc so the innermost loop vectorises without reassociating a sum.
-  std::vector<S> wt(2 * C * d);
+  thread_local std::vector<S> wt;  // every element is written below; kept between calls
+  wt.resize(size_t(2 * C * d));
   for (int64_t c = 0; c < C; ++c) {
     const int64_t g = c / d, cc = c % d;
     for (int64_t i = 0; i < d; ++i)
@@ -87,14 +88,16 @@ void conv_backward(S* du, S* dw0, S* db0, S* dw1, S* db1, const S* dz, const S* 
   const int64_t B = D.B, T = D.T, C = D.C, d = D.d, R = T + 1;
   // Stage-1 input gradient dy_BRC (row r = position r−1, r = 0 … T):
   // dy_j[g·d+i] = Σ_{c∈g} w1[c,i,1]·dz_j[c] + w1[c,i,0]·dz_{j+1}[c], dz outside 0…T−1 is 0.
-  std::vector<S> wr(2 * C * d);  // wr[k][c][i] = w1[c,i,k]: contiguous over i
+  thread_local std::vector<S> wr;  // wr[k][c][i] = w1[c,i,k]: contiguous over i (all written)
+  wr.resize(size_t(2 * C * d));
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < d; ++i)
       for (int64_t k = 0; k < 2; ++k) wr[k * C * d + c * d + i] = w1[(c * d + i) * 2 + k];
   const S* wr0 = wr.data();
   const S* wr1 = wr.data() + C * d;
-  std::vector<S> dy_buf(B * R * C);
-  S* dy = dy_buf.data();
+  thread_local std::vector<S> dy_buf;  // kept between calls: no allocation per step once warm
+  if (dy_buf.size() < size_t(B * R * C)) dy_buf.resize(size_t(B * R * C));
+  S* dy = dy_buf.data();  // every row is filled below before it is read
   const int64_t chunks = (R + kRows - 1) / kRows;
 #pragma omp parallel for schedule(static) if (B * R * C * d > 65536)
   for (int64_t task = 0; task < B * chunks; ++task) {
