@@ -48,6 +48,9 @@ int64_t round_up(int64_t x, int64_t m) {
 }
 
 // exp_vec(float) is in exp_vec.h; the double overload keeps libm's exp for the F64 references.
+// (The using-declaration matters: without it this overload would hide the float one, and F32
+// would silently call libm's double exp.)
+using cpu::exp_vec;
 inline double exp_vec(double x) {
   return std::exp(x);
 }
@@ -98,12 +101,13 @@ void load_rows(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64
     for (int64_t e = d; e < dp; ++e) out[e] = T(0);
   }
 }
-// dst[dp, kT] = transpose of rows 0…n−1 of src, zero elsewhere.
+// dst[dp, kT] = sc · transpose of rows 0…n−1 of src, zero elsewhere.
 template <class T>
-void load_cols(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64_t dp) {
+void load_cols(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64_t dp,
+               T sc = T(1)) {
   for (int64_t e = 0; e < dp; ++e)
     for (int64_t c = 0; c < kT; ++c)
-      dst[e * kT + c] = (c < n && e < d) ? src[c * stride + e] : T(0);
+      dst[e * kT + c] = (c < n && e < d) ? src[c * stride + e] * sc : T(0);
 }
 
 struct Dims {
@@ -143,51 +147,67 @@ void pack_kv(T* out, const T* x, const Dims& s, int64_t dp, bool transposed) {
 }
 
 // ------------------------------------------------------------------------------ forward
+// Scores are computed transposed, St[key c, query r] = K_j·Qsᵀ, so that each SIMD vector holds
+// kLanes queries of one key: the running max, the rescale factor and the sums are then plain
+// element-wise vector operations over fixed-length rows (no horizontal reductions, no per-row
+// scalar work), and O += P·V reads Pᵀ through the GEMM's strided A.
 template <class T>
 void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& s) {
   const int64_t d = s.d, dp = round_up(d, kLanes<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
   const T scale = T(1) / std::sqrt(T(d));
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const int64_t kv_size = s.B * s.Hk * nt * tile;
-  T* kt = scratch<T, 0>(kv_size);
-  T* vs = scratch<T, 1>(kv_size);
-  pack_kv(kt, k, s, dp, true);
-  pack_kv(vs, v, s, dp, false);
+  T* kr = scratch<T, 0>(kv_size);
+  T* vr = scratch<T, 1>(kv_size);
+  pack_kv(kr, k, s, dp, false);
+  pack_kv(vr, v, s, dp, false);
   const int64_t tasks = s.B * s.Hq * nt;
 #pragma omp parallel if (s.parallel())
   {
-    // Qs[kT,dp] scaled queries, S[kT,kT] scores then probabilities, acc[kT,dp] unnormalised
-    // output, m/l[kT] running max and sum.
-    T* Qs = scratch<T, 10>(kT * dp);
-    T* S = scratch<T, 11>(kT * kT);
+    // Qt[dp,kT] scaled queries transposed, St[kT,kT] scores then probabilities (key-major),
+    // acc[kT,dp] unnormalised output, m/l[kT] running max and sum per query, mx/alpha[kT] the
+    // tile's new max and rescale factor.
+    T* Qt = scratch<T, 10>(dp * kT);
+    T* St = scratch<T, 11>(kT * kT);
     T* acc = scratch<T, 12>(kT * dp);
     T* m = scratch<T, 13>(kT);
     T* l = scratch<T, 14>(kT);
+    T* mx = scratch<T, 15>(kT);
+    T* alpha = scratch<T, 16>(kT);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t bh = task / nt, i = nt - 1 - task % nt;  // longest rows first
       const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
       const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
-      load_rows(Qs, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
-      std::fill(m, m + nq, neg_inf);
-      std::fill(l, l + nq, T(0));
+      load_cols(Qt, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
+      std::fill(m, m + kT, neg_inf);
+      std::fill(l, l + kT, T(0));
       for (int64_t j = 0; j <= i; ++j) {
-        const int64_t tau0 = j * kT, nk = std::min(kT, s.T - tau0), nkp = round_up(nk, kLanes<T>);
-        const int64_t kv = ((b * s.Hk + g) * nt + j) * tile;
-        gemm(S, kT, Qs, dp, 1, kt + kv, kT, nq, nkp, dp, false);
-        for (int64_t r = 0; r < nq; ++r) {
-          T* sr = S + r * kT;
-          const int64_t cmax = std::min(nk, t0 + r - tau0 + 1);  // keys c < cmax are visible
-          for (int64_t c = cmax; c < nkp; ++c) sr[c] = neg_inf;
-          const T m_new = std::max(m[r], row_max(sr, nkp));
-          for (int64_t c = 0; c < nkp; ++c) sr[c] = exp_vec(sr[c] - m_new);
-          const T alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = −inf)
-          l[r] = l[r] * alpha + row_sum(sr, nkp);
-          m[r] = m_new;
-          if (j > 0 && alpha != T(1))
-            for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha;
+        // Key tiles before the diagonal are full and unmasked; the diagonal one (τ0 = t0) hides
+        // keys c > r from query r.
+        const int64_t nk = j < i ? kT : nq, kv = ((b * s.Hk + g) * nt + j) * tile;
+        gemm(St, kT, kr + kv, dp, 1, Qt, kT, nk, kT, dp, false);
+        if (j == i)
+          for (int64_t c = 1; c < nk; ++c)
+            for (int64_t r = 0; r < c; ++r) St[c * kT + r] = neg_inf;
+        std::copy(m, m + kT, mx);
+        for (int64_t c = 0; c < nk; ++c)
+          for (int64_t r = 0; r < kT; ++r) mx[r] = St[c * kT + r] > mx[r] ? St[c * kT + r] : mx[r];
+        for (int64_t r = 0; r < kT; ++r) {
+          alpha[r] = exp_vec(m[r] - mx[r]);  // 0 on the first tile (m = −inf)
+          l[r] *= alpha[r];
         }
-        gemm(acc, dp, S, kT, 1, vs + kv, dp, nq, dp, nk, j > 0);
+        for (int64_t c = 0; c < nk; ++c)
+          for (int64_t r = 0; r < kT; ++r) {
+            const T p = exp_vec(St[c * kT + r] - mx[r]);
+            St[c * kT + r] = p;
+            l[r] += p;
+          }
+        std::copy(mx, mx + kT, m);
+        if (j > 0)
+          for (int64_t r = 0; r < nq; ++r)
+            for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha[r];
+        gemm(acc, dp, St, 1, kT, vr + kv, dp, nq, dp, nk, j > 0);  // acc += Pᵀᵀ·V
       }
       for (int64_t r = 0; r < nq; ++r) {
         T* orow = o + ((b * s.T + t0 + r) * s.Hq + h) * d;
