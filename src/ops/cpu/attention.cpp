@@ -30,7 +30,6 @@
 #include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/attention_gemm.h"
-#include "ops/cpu/exp_vec.h"
 
 namespace zaya::ops::cpu {
 
@@ -45,14 +44,6 @@ constexpr int64_t kBackwardTasks = 16;
 
 int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
-}
-
-// exp_vec(float) is in exp_vec.h; the double overload keeps libm's exp for the F64 references.
-// (The using-declaration matters: without it this overload would hide the float one, and F32
-// would silently call libm's double exp.)
-using cpu::exp_vec;
-inline double exp_vec(double x) {
-  return std::exp(x);
 }
 
 // A growable 64-byte-aligned buffer of the calling thread, one per Slot, reused across calls (no
@@ -147,6 +138,36 @@ void pack_kv(T* out, const T* x, const Dims& s, int64_t dp, bool transposed) {
 }
 
 // ------------------------------------------------------------------------------ forward
+
+// One key tile's online-softmax step on key-major scores St[nk, kT]: per query lane r the new max
+// m' = max(m, St[·, r]), alpha = e^(m − m') (0 on the first tile, m = −inf), l = l·alpha + Σ_c p,
+// St becomes p = e^(St − m'), m becomes m'. Whole SIMD vectors of queries at a time.
+template <class T>
+void online_softmax_tile(T* St, int64_t nk, T* m, T* l, T* alpha) {
+  using V = typename attn::Simd<T>::vec;
+  constexpr int64_t W = kLanes<T>, NQ = kT / W;
+  V mx[NQ], lv[NQ];
+  for (int64_t v = 0; v < NQ; ++v) mx[v] = attn::load(m + v * W);
+  for (int64_t c = 0; c < nk; ++c)
+    for (int64_t v = 0; v < NQ; ++v) {
+      const V x = attn::load(St + c * kT + v * W);
+      mx[v] = x > mx[v] ? x : mx[v];
+    }
+  for (int64_t v = 0; v < NQ; ++v) {
+    const V a = attn::exp_simd<T>(attn::load(m + v * W) - mx[v]);
+    attn::store(alpha + v * W, a);
+    lv[v] = attn::load(l + v * W) * a;
+    attn::store(m + v * W, mx[v]);
+  }
+  for (int64_t c = 0; c < nk; ++c)
+    for (int64_t v = 0; v < NQ; ++v) {
+      const V p = attn::exp_simd<T>(attn::load(St + c * kT + v * W) - mx[v]);
+      attn::store(St + c * kT + v * W, p);
+      lv[v] += p;
+    }
+  for (int64_t v = 0; v < NQ; ++v) attn::store(l + v * W, lv[v]);
+}
+
 // Scores are computed transposed, St[key c, query r] = K_j·Qsᵀ, so that each SIMD vector holds
 // kLanes queries of one key: the running max, the rescale factor and the sums are then plain
 // element-wise vector operations over fixed-length rows (no horizontal reductions, no per-row
@@ -165,15 +186,14 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
 #pragma omp parallel if (s.parallel())
   {
     // Qt[dp,kT] scaled queries transposed, St[kT,kT] scores then probabilities (key-major),
-    // acc[kT,dp] unnormalised output, m/l[kT] running max and sum per query, mx/alpha[kT] the
-    // tile's new max and rescale factor.
+    // acc[kT,dp] unnormalised output, m/l[kT] running max and sum per query, alpha[kT] the
+    // tile's rescale factor.
     T* Qt = scratch<T, 10>(dp * kT);
     T* St = scratch<T, 11>(kT * kT);
     T* acc = scratch<T, 12>(kT * dp);
     T* m = scratch<T, 13>(kT);
     T* l = scratch<T, 14>(kT);
-    T* mx = scratch<T, 15>(kT);
-    T* alpha = scratch<T, 16>(kT);
+    T* alpha = scratch<T, 15>(kT);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t bh = task / nt, i = nt - 1 - task % nt;  // longest rows first
@@ -190,20 +210,7 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
         if (j == i)
           for (int64_t c = 1; c < nk; ++c)
             for (int64_t r = 0; r < c; ++r) St[c * kT + r] = neg_inf;
-        std::copy(m, m + kT, mx);
-        for (int64_t c = 0; c < nk; ++c)
-          for (int64_t r = 0; r < kT; ++r) mx[r] = St[c * kT + r] > mx[r] ? St[c * kT + r] : mx[r];
-        for (int64_t r = 0; r < kT; ++r) {
-          alpha[r] = exp_vec(m[r] - mx[r]);  // 0 on the first tile (m = −inf)
-          l[r] *= alpha[r];
-        }
-        for (int64_t c = 0; c < nk; ++c)
-          for (int64_t r = 0; r < kT; ++r) {
-            const T p = exp_vec(St[c * kT + r] - mx[r]);
-            St[c * kT + r] = p;
-            l[r] += p;
-          }
-        std::copy(mx, mx + kT, m);
+        online_softmax_tile(St, nk, m, l, alpha);
         if (j > 0)
           for (int64_t r = 0; r < nq; ++r)
             for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha[r];
@@ -243,23 +250,31 @@ struct Chunks {
 };
 
 // For one (query tile, key tile) pair: S = Qs·Kt, dP = dOs·Vt, P = exp(S − lse) on τ ≤ t (else
-// 0), dS = P ⊙ (dP − D) on rows < nq, columns < nkp. S becomes P, dP becomes dS.
+// 0), dS = P ⊙ (dP − D) on rows < nq. S becomes P, dP becomes dS. A key tile before the diagonal
+// (tau0 < t0) is full and unmasked; on the diagonal (tau0 = t0) query r sees keys c ≤ r.
 template <class T>
 void probs_and_dscores(T* S, T* dP, const T* Qs, const T* dOs, const T* Kt, const T* Vt,
-                       const T* lse, const T* D, int64_t nq, int64_t nk, int64_t t0, int64_t tau0,
+                       const T* lse, const T* D, int64_t nq, int64_t nk, bool diagonal,
                        int64_t dp) {
-  const int64_t nkp = round_up(nk, kLanes<T>);
-  gemm(S, kT, Qs, dp, 1, Kt, kT, nq, nkp, dp, false);
-  gemm(dP, kT, dOs, dp, 1, Vt, kT, nq, nkp, dp, false);
+  gemm(S, kT, Qs, dp, 1, Kt, kT, nq, round_up(nk, kLanes<T>), dp, false);
+  gemm(dP, kT, dOs, dp, 1, Vt, kT, nq, round_up(nk, kLanes<T>), dp, false);
+  using V = typename attn::Simd<T>::vec;
+  constexpr int64_t W = kLanes<T>;
+  V iota;
+  for (int64_t c = 0; c < W; ++c) iota[c] = T(c);
   for (int64_t r = 0; r < nq; ++r) {
-    T* sr = S + r * kT;
-    T* ds = dP + r * kT;
-    const int64_t cmax = std::min(nk, t0 + r - tau0 + 1);  // keys c < cmax are visible
-    const T m = lse[r], Dr = D[r];
-    for (int64_t c = 0; c < nkp; ++c) {
-      const T p = exp_vec(sr[c] - m);
-      sr[c] = c < cmax ? p : T(0);
-      ds[c] = c < cmax ? p * (ds[c] - Dr) : T(0);
+    const V m = attn::splat(lse[r]), Dr = attn::splat(D[r]), row = attn::splat(T(r));
+    for (int64_t c = 0; c < kT; c += W) {
+      const V p = attn::exp_simd<T>(attn::load(S + r * kT + c) - m);
+      const V ds = p * (attn::load(dP + r * kT + c) - Dr);
+      if (!diagonal) {
+        attn::store(S + r * kT + c, p);
+        attn::store(dP + r * kT + c, ds);
+      } else {  // columns past round_up(nk) hold stale scratch: the select drops them
+        const auto visible = iota + T(c) <= row;
+        attn::store(S + r * kT + c, visible ? p : V{});
+        attn::store(dP + r * kT + c, visible ? ds : V{});
+      }
     }
   }
 }
@@ -326,8 +341,8 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
           const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
           const T* Qi = Qh + t0 * dp;
           const T* dOi = dOh + t0 * dp;
-          probs_and_dscores(S, dP, Qi, dOi, kt + kv, vt + kv, lse_h + t0, D_h + t0, nq, nk, t0,
-                            tau0, dp);
+          probs_and_dscores(S, dP, Qi, dOi, kt + kv, vt + kv, lse_h + t0, D_h + t0, nq, nk, i == j,
+                            dp);
           gemm(dVj, dp, S, 1, kT, dOi, dp, nk, dp, nq, i > j);  // dV_j += Pᵀ·dO_i
           gemm(dKj, dp, dP, 1, kT, Qi, dp, nk, dp, nq, i > j);  // dK_j += dSᵀ·Qs_i
           gemm(dQh + t0 * dp, dp, dP, kT, 1, kr + kv, dp, nq, dp, nk, j > j0);  // dQ_i += dS·K_j

@@ -1,12 +1,11 @@
 // The register-blocked tile GEMM of the CPU attention kernels (attention.cpp): C[M,N] (+)= A·B
 // for the small products of one (query tile, key tile) pair, in the tensors' dtype.
 //
-// The SIMD vector is the machine's widest (GCC/Clang vector extension): 64 bytes with AVX-512
-// (32 registers), else 32 bytes (AVX2: 16 registers). A register block holds MR rows × NV vectors
-// of C, sized so that the MR·NV accumulators, the NV vectors of a B row and a broadcast fit in the
-// register file without spilling (AVX-512: 16×1, 12×2, 8×3, 6×4; AVX2: 8×1, 6×2). Row counts that
-// are not a multiple of MR end in one smaller block; N must be a multiple of the vector width
-// (callers zero-pad their tiles), M and K are free.
+// On the SIMD vector of attention_simd.h (AVX-512: 32 registers, AVX2: 16), a register block holds
+// MR rows × NV vectors of C, sized so that the MR·NV accumulators, the NV vectors of a B row and a
+// broadcast fit in the register file without spilling (AVX-512: 16×1, 12×2, 8×3, 6×4; AVX2: 8×1,
+// 6×2). Row counts that are not a multiple of MR end in one smaller block; N must be a multiple of
+// the vector width (callers zero-pad their tiles), M and K are free.
 //
 // A is read through two strides, a(r, p) = A[r·ars + p·aks], one scalar broadcast per
 // multiply-add: ars = lda, aks = 1 reads A itself, ars = 1, aks = lda reads its transpose, so
@@ -15,21 +14,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ops/cpu/attention_simd.h"
+
 namespace zaya::ops::cpu::attn {
-
-#if defined(__AVX512F__)
-inline constexpr int kVecBytes = 64, kVecRegs = 32;
-#else
-inline constexpr int kVecBytes = 32, kVecRegs = 16;
-#endif
-
-template <class T>
-struct Simd {
-  typedef T vec __attribute__((vector_size(kVecBytes)));
-  static constexpr int kLanes = kVecBytes / int(sizeof(T));
-};
-template <class T>
-inline constexpr int64_t kLanes = Simd<T>::kLanes;
 
 // Widest column block in vectors, and the rows of a register block at nv vectors.
 inline constexpr int kMaxNV = kVecRegs / 8;  // 4 (AVX-512) or 2 (AVX2)
