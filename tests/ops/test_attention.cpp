@@ -8,6 +8,8 @@
 #include <limits>
 #include <string>
 
+#include "ops/cpu/attention_simd.h"
+#include "ops/cpu/exp_vec.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -333,4 +335,32 @@ TEST(Attention, NanPropagates) {
       const bool poisoned = tt == t && hh == h;
       EXPECT_EQ(std::isnan(r.o[(tt * s.Hq + hh) * s.d]), poisoned) << "t " << tt << " h " << hh;
     }
+}
+
+// The softmax's vector e^x gives exp_vec's bits lane by lane, edge values included (−inf and
+// x < −87 → 0, the clamp at 88, NaN), and stays within 2 ulp of libm on the working range.
+TEST(Attention, ExpSimdMatchesExpVec) {
+  using V = ops::cpu::attn::Simd<float>::vec;
+  constexpr int W = ops::cpu::attn::Simd<float>::kLanes;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs = {
+      -inf,  -1e30f, -88.0f, -87.0f, -86.99f, -1.0f,
+      -0.0f, 0.0f,   1e-8f,  0.5f,   1.0f,    10.0f,
+      87.9f, 88.0f,  88.5f,  1e30f,  inf,     std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-87.0f + 0.04375f * float(i));
+  while (xs.size() % W) xs.push_back(0.25f);
+  for (size_t i = 0; i < xs.size(); i += W) {
+    V x;
+    std::memcpy(&x, &xs[i], sizeof(V));
+    const V y = ops::cpu::attn::exp_simd<float>(x);
+    for (int l = 0; l < W; ++l) {
+      const float want = ops::cpu::exp_vec(xs[i + l]);
+      EXPECT_EQ(std::memcmp(&y[l], &want, sizeof(float)), 0) << "x " << xs[i + l];
+      if (xs[i + l] >= -87.0f && xs[i + l] <= 88.0f) {
+        const double ref = std::exp(double(xs[i + l]));
+        EXPECT_LE(std::abs(double(y[l]) - ref), 2 * ref * std::numeric_limits<float>::epsilon())
+            << "x " << xs[i + l];
+      }
+    }
+  }
 }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ops/cpu/exp_vec.h"
+
 namespace zaya::ops::cpu::attn {
 
 #if defined(__AVX512F__)
@@ -52,16 +54,8 @@ inline typename Simd<T>::vec exp_simd(typename Simd<T>::vec x) {
     const V lo = splat(-87.0f), hi = splat(88.0f);
     V xc = lo < x ? x : lo;  // std::max(−87, x): NaN → −87 (no UB in the int conversion)
     xc = hi < xc ? hi : xc;
-    const V n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-    V r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    V p = splat(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
+    V n;
+    const V p = exp_reduced(xc, n);
     const V two_n = (V)((__builtin_convertvector(n, I) + 127) << 23);
     const V y = p * two_n;
     return x < lo ? V{} : (x == x ? y : x);
