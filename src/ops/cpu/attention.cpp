@@ -3,9 +3,10 @@
 // running max m and sum l per query row (online softmax) and saves lse = m + log l; the backward
 // recomputes P = exp(S − lse) tile by tile, once per (query tile, key tile) pair. Extra memory is
 // linear in T: packed key/value tiles (2–3 copies of k's size), and in the backward the packed
-// queries and output gradients, Di = ⟨dO, O⟩ and per-head partial gradients (about 4–5 copies of
-// q's size, more when there are fewer than kBackwardTasks heads), plus O(kT·d + kT²) per thread.
-// There is no T×T buffer, so 32K contexts fit. All scratch is reused from call to call.
+// queries and output gradients, Di = ⟨dO, O⟩, per-head dK/dV partials and C per-head dQ partials
+// (4 + C copies of q's size; C = 1 from kBackwardTasks (batch, head) pairs up, else up to
+// kBackwardTasks / (B·Hq)), plus O(kT·d + kT²) per thread. There is no T×T buffer, so 32K contexts
+// fit. All scratch is reused from call to call (no allocation in steady state).
 //
 // Layout: q[B,T,Hq,d], k,v[B,T,Hk,d]; query head h reads kv head h/G, G = Hq/Hk. Scores
 // S = (q/√d)·kᵀ; q is pre-scaled when it is packed, so dk = dSᵀ·(q/√d) needs no extra scale.
