@@ -16,7 +16,7 @@
 //
 // Parallel plan (every output element is written by one task in a fixed order, so results are
 // bitwise identical for any thread count or schedule):
-//   forward   tasks (b, h, query tile i), key tiles 0…i;
+//   forward   tasks (b, h, query tile i), key tiles 0…i, the longest (last i) first;
 //   backward  tasks (b, h, chunk c of key tiles), the chunks a fixed function of the shape; a task
 //             walks its key tiles j and the query tiles i ≥ j, accumulating dK_j, dV_j of head h
 //             and its chunk's partial dQ_i; a last pass sums dq over the chunks in order and dk,
@@ -197,7 +197,7 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
     T* alpha = scratch<T, 15>(kT);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t bh = task / nt, i = nt - 1 - task % nt;  // longest rows first
+      const int64_t bh = task % (s.B * s.Hq), i = nt - 1 - task / (s.B * s.Hq);  // longest first
       const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
       const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
       load_cols(Qt, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
