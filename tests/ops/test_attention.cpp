@@ -1,12 +1,15 @@
 // attention: forward (o, lse) against a full-softmax double reference; backward against the
 // analytic double reference (spec §8.5 step 1) and central-difference gradients; odd sizes that
-// cross the 64-row tiles; causality; bitwise determinism across thread counts.
+// cross the 64-row tiles; head sizes around the SIMD width; causality; bitwise determinism across
+// thread counts.
 #include <omp.h>
 
 #include <cstring>
 #include <limits>
 #include <string>
 
+#include "ops/cpu/attention_simd.h"
+#include "ops/cpu/exp_vec.h"
 #include "ops/ops.h"
 #include "test_util.h"
 
@@ -245,6 +248,28 @@ TEST(Attention, WideHeadsF32) {
   expect_f32_forward_backward_match_reference(s, 750);
 }
 
+// The tile kernels' edge cases: T around the 64-row tile (1, 63, 65, 130) and head sizes that are
+// (16, 128) and are not (24, 80) a multiple of the SIMD width, with GQA; f32 and f64.
+TEST(Attention, TileAndHeadSizeEdges) {
+  uint64_t seed = 1100;
+  for (int64_t d : {16, 24, 80, 128})
+    for (int64_t T : {1, 63, 65, 130}) {
+      const Shape s{1, T, 4, 2, d};
+      SCOPED_TRACE(s.str());
+      expect_f32_forward_backward_match_reference(s, seed += 4);
+      const Inputs in = make_inputs(s, seed + 2);
+      auto r = run_op<double>(s, in);
+      std::vector<double> o, lse, dq, dk, dv;
+      reference_forward(s, in, o, lse);
+      reference_backward(s, in, dq, dk, dv);
+      expect_close(r.o, o, 1e-12, 1e-12, "o");
+      expect_close(r.lse, lse, 1e-12, 1e-12, "lse");
+      expect_close(r.dq, dq, 1e-12, 1e-12, "dq");
+      expect_close(r.dk, dk, 1e-12, 1e-12, "dk");
+      expect_close(r.dv, dv, 1e-12, 1e-12, "dv");
+    }
+}
+
 // Changing keys and values after position t0 leaves outputs (and lse) at positions ≤ t0 bitwise
 // unchanged; the values at ≤ t0 do change when perturbed (sanity of the check).
 TEST(Attention, Causal) {
@@ -274,23 +299,27 @@ TEST(Attention, Causal) {
       }
 }
 
-// Same bits for 1, 2 and 3 threads (each output is written by one task in a fixed order).
+// Same bits for 1, 2 and 3 threads (each output is written by one task in a fixed order). The
+// second shape has few heads, so the backward splits each head's key tiles into chunks whose dq
+// partials are summed afterwards.
 TEST(Attention, DeterministicAcrossThreadCounts) {
-  const Shape s{2, 200, 8, 2, 16};
-  Inputs in = make_inputs(s, 900);
-  const int keep = omp_get_max_threads();
-  std::vector<OpRun<float>> runs;
-  for (int threads : {1, 2, 3}) {
-    omp_set_num_threads(threads);
-    runs.push_back(run_op<float>(s, in));
-  }
-  omp_set_num_threads(keep);
-  for (size_t i = 1; i < runs.size(); ++i) {
-    EXPECT_EQ(runs[i].o, runs[0].o);
-    EXPECT_EQ(runs[i].lse, runs[0].lse);
-    EXPECT_EQ(runs[i].dq, runs[0].dq);
-    EXPECT_EQ(runs[i].dk, runs[0].dk);
-    EXPECT_EQ(runs[i].dv, runs[0].dv);
+  for (const Shape& s : {Shape{2, 200, 8, 2, 16}, Shape{1, 700, 2, 1, 24}}) {
+    SCOPED_TRACE(s.str());
+    Inputs in = make_inputs(s, 900);
+    const int keep = omp_get_max_threads();
+    std::vector<OpRun<float>> runs;
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      runs.push_back(run_op<float>(s, in));
+    }
+    omp_set_num_threads(keep);
+    for (size_t i = 1; i < runs.size(); ++i) {
+      EXPECT_EQ(runs[i].o, runs[0].o);
+      EXPECT_EQ(runs[i].lse, runs[0].lse);
+      EXPECT_EQ(runs[i].dq, runs[0].dq);
+      EXPECT_EQ(runs[i].dk, runs[0].dk);
+      EXPECT_EQ(runs[i].dv, runs[0].dv);
+    }
   }
 }
 
@@ -306,4 +335,32 @@ TEST(Attention, NanPropagates) {
       const bool poisoned = tt == t && hh == h;
       EXPECT_EQ(std::isnan(r.o[(tt * s.Hq + hh) * s.d]), poisoned) << "t " << tt << " h " << hh;
     }
+}
+
+// The softmax's vector e^x gives exp_vec's bits lane by lane, edge values included (−inf and
+// x < −87 → 0, the clamp at 88, NaN), and stays within 2 ulp of libm on the working range.
+TEST(Attention, ExpSimdMatchesExpVec) {
+  using V = ops::cpu::attn::Simd<float>::vec;
+  constexpr int W = ops::cpu::attn::Simd<float>::kLanes;
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> xs = {
+      -inf,  -1e30f, -88.0f, -87.0f, -86.99f, -1.0f,
+      -0.0f, 0.0f,   1e-8f,  0.5f,   1.0f,    10.0f,
+      87.9f, 88.0f,  88.5f,  1e30f,  inf,     std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-87.0f + 0.04375f * float(i));
+  while (xs.size() % W) xs.push_back(0.25f);
+  for (size_t i = 0; i < xs.size(); i += W) {
+    V x;
+    std::memcpy(&x, &xs[i], sizeof(V));
+    const V y = ops::cpu::attn::exp_simd<float>(x);
+    for (int l = 0; l < W; ++l) {
+      const float want = ops::cpu::exp_vec(xs[i + l]);
+      EXPECT_EQ(std::memcmp(&y[l], &want, sizeof(float)), 0) << "x " << xs[i + l];
+      if (xs[i + l] >= -87.0f && xs[i + l] <= 88.0f) {
+        const double ref = std::exp(double(xs[i + l]));
+        EXPECT_LE(std::abs(double(y[l]) - ref), 2 * ref * std::numeric_limits<float>::epsilon())
+            << "x " << xs[i + l];
+      }
+    }
+  }
 }

@@ -1,116 +1,89 @@
 // attention_forward / attention_backward on the CPU (spec §4.7, §8.5 step 1): causal GQA attention
 // in the flash-attention style. Queries and keys are cut into kT-row tiles; the forward keeps a
 // running max m and sum l per query row (online softmax) and saves lse = m + log l; the backward
-// recomputes P = exp(S − lse) tile by tile. Extra memory is linear in T: packed key/value tiles
-// (1–3 copies of k's size) and Di = ⟨dO, O⟩ [B,Hq,T] in the backward, plus O(kT·d + kT²) scratch
-// per thread. There is no T×T buffer, so 32K contexts fit.
+// recomputes P = exp(S − lse) tile by tile, once per (query tile, key tile) pair. Extra memory is
+// linear in T: packed key/value tiles (2–3 copies of k's size), and in the backward the packed
+// queries and output gradients, Di = ⟨dO, O⟩, per-head dK/dV partials and C per-head dQ partials
+// (4 + C copies of q's size; C = 1 from kBackwardTasks (batch, head) pairs up, else up to
+// kBackwardTasks / (B·Hq)), plus O(kT·d + kT²) per thread. There is no T×T buffer, so 32K contexts
+// fit. All scratch is reused from call to call (no allocation in steady state).
 //
 // Layout: q[B,T,Hq,d], k,v[B,T,Hk,d]; query head h reads kv head h/G, G = Hq/Hk. Scores
-// S = (q/√d)·kᵀ; q is pre-scaled when its tile is loaded, so dk = dSᵀ·(q/√d) needs no extra scale.
-// Arithmetic is in the tensors' dtype (F32: float with a vectorisable exp, F64: double).
+// S = (q/√d)·kᵀ; q is pre-scaled when it is packed, so dk = dSᵀ·(q/√d) needs no extra scale.
+// Arithmetic is in the tensors' dtype (F32: float with a vectorisable exp, F64: double). The tile
+// products run on attention_gemm.h's register-blocked kernel; fully masked tiles (key tile after
+// query tile) are never visited.
 //
 // Parallel plan (every output element is written by one task in a fixed order, so results are
 // bitwise identical for any thread count or schedule):
-//   forward          tasks (b, h, query tile i), key tiles 0…i;
-//   backward dk, dv  tasks (b, g, key tile j), over the G heads of g and query tiles i ≥ j;
-//   backward dq      tasks (b, h, query tile i), key tiles 0…i (recomputes S, P, dP).
-// Every tile is zero-padded (rows to kT, d to a multiple of the GEMM block) so one register-blocked
-// GEMM kernel serves every product; key/value tiles are packed once per call, query tiles per task.
+//   forward   tasks (b, h, query tile i), key tiles 0…i, the longest (last i) first;
+//   backward  tasks (b, h, chunk c of key tiles), the chunks a fixed function of the shape; a task
+//             walks its key tiles j and the query tiles i ≥ j, accumulating dK_j, dV_j of head h
+//             and its chunk's partial dQ_i; a last pass sums dq over the chunks in order and dk,
+//             dv over the G heads of each kv head in order.
 #include <algorithm>
-#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "ops/backend.h"
 #include "ops/check.h"
-#include "ops/cpu/exp_vec.h"
+#include "ops/cpu/attention_gemm.h"
 
 namespace zaya::ops::cpu {
 
 namespace {
 
-constexpr int64_t kT = 64;  // tile rows (queries) = tile columns (keys)
+using attn::gemm;
+using attn::kLanes;
 
-// One 64-byte SIMD vector (GCC/Clang vector extension; split into halves without AVX-512).
-template <class T>
-struct Simd {
-  typedef T vec __attribute__((vector_size(64)));
-  static constexpr int kLanes = 64 / int(sizeof(T));
-};
-// GEMM register block: kMR rows × (2 vectors) columns, 16 accumulators.
-constexpr int kMR = 8;
-template <class T>
-constexpr int64_t kNB = 2 * Simd<T>::kLanes;  // 32 floats or 16 doubles
-
-// C[M,N] (+)= A[M,K]·B[K,N], row-major with leading dims. M % kMR == 0, N % kNB<T> == 0 (tiles
-// are zero-padded); K is free. The accumulator block stays in registers; A is broadcast.
-template <class T>
-void gemm_nn(T* C, int64_t ldc, const T* A, int64_t lda, const T* B, int64_t ldb, int64_t M,
-             int64_t N, int64_t K, bool accumulate) {
-  using V = typename Simd<T>::vec;
-  constexpr int W = Simd<T>::kLanes;
-  for (int64_t i = 0; i < M; i += kMR)
-    for (int64_t j = 0; j < N; j += 2 * W) {
-      V acc[kMR][2];
-      for (int r = 0; r < kMR; ++r)
-        for (int c = 0; c < 2; ++c) {
-          if (accumulate) {
-            std::memcpy(&acc[r][c], C + (i + r) * ldc + j + c * W, sizeof(V));
-          } else {
-            acc[r][c] = V{};
-          }
-        }
-      for (int64_t p = 0; p < K; ++p) {
-        V b0, b1;
-        std::memcpy(&b0, B + p * ldb + j, sizeof(V));
-        std::memcpy(&b1, B + p * ldb + j + W, sizeof(V));
-        for (int r = 0; r < kMR; ++r) {
-          const T a = A[(i + r) * lda + p];
-          acc[r][0] += a * b0;
-          acc[r][1] += a * b1;
-        }
-      }
-      for (int r = 0; r < kMR; ++r)
-        for (int c = 0; c < 2; ++c)
-          std::memcpy(C + (i + r) * ldc + j + c * W, &acc[r][c], sizeof(V));
-    }
-}
+constexpr int64_t kT = 64;  // tile rows (queries) = tile columns (keys); a multiple of kLanes
+// The backward splits each head's key tiles into chunks until there are about this many tasks.
+constexpr int64_t kBackwardTasks = 16;
 
 int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-// exp_vec(float) is in exp_vec.h; the double overload keeps libm's exp for the F64 references.
-inline double exp_vec(double x) {
-  return std::exp(x);
+// A growable 64-byte-aligned buffer of the calling thread, one per Slot, reused across calls (no
+// allocation in steady state). Slots 0–9 hold per-call shared data (owned by the thread that
+// calls the op), 10 and up per-thread tile scratch.
+template <class T, int Slot>
+T* scratch(int64_t n) {
+  thread_local std::vector<T> buf;
+  constexpr size_t pad = 64 / sizeof(T);
+  if (buf.size() < size_t(n) + pad) buf.resize(size_t(n) + pad);
+  const auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
 }
 
-// Row reductions over a full kT-wide row, in fixed lanes (vectorisable, deterministic).
+// Row reductions over n columns (n a multiple of kLanes), in fixed lanes (vectorisable,
+// deterministic).
 template <class T>
-T row_max(const T* s) {
-  constexpr int L = kNB<T>;
+T row_max(const T* s, int64_t n) {
+  constexpr int L = int(kLanes<T>);
   T m[L];
   for (int l = 0; l < L; ++l) m[l] = s[l];
-  for (int64_t c = L; c < kT; c += L)
+  for (int64_t c = L; c < n; c += L)
     for (int l = 0; l < L; ++l) m[l] = s[c + l] > m[l] ? s[c + l] : m[l];
   T r = m[0];
   for (int l = 1; l < L; ++l) r = m[l] > r ? m[l] : r;
   return r;
 }
 template <class T>
-T row_sum(const T* s) {
-  constexpr int L = kNB<T>;
+T row_sum(const T* s, int64_t n) {
+  constexpr int L = int(kLanes<T>);
   T a[L] = {};
-  for (int64_t c = 0; c < kT; c += L)
+  for (int64_t c = 0; c < n; c += L)
     for (int l = 0; l < L; ++l) a[l] += s[c + l];
   T r = 0;
   for (int l = 0; l < L; ++l) r += a[l];
   return r;
 }
 
-// dst[kT, dp] = sc · rows 0…n−1 of src (row stride `stride`, d used columns), zero elsewhere.
+// dst[n, dp] = sc · rows 0…n−1 of src (row stride `stride`, d used columns, zero up to dp).
 template <class T>
 void load_rows(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64_t dp, T sc) {
   for (int64_t r = 0; r < n; ++r) {
@@ -119,20 +92,14 @@ void load_rows(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64
     for (int64_t e = 0; e < d; ++e) out[e] = in[e] * sc;
     for (int64_t e = d; e < dp; ++e) out[e] = T(0);
   }
-  std::fill(dst + n * dp, dst + kT * dp, T(0));
 }
-// dst[dp, kT] = transpose of rows 0…n−1 of src, zero elsewhere.
+// dst[dp, kT] = sc · transpose of rows 0…n−1 of src, zero elsewhere.
 template <class T>
-void load_cols(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64_t dp) {
+void load_cols(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64_t dp,
+               T sc = T(1)) {
   for (int64_t e = 0; e < dp; ++e)
     for (int64_t c = 0; c < kT; ++c)
-      dst[e * kT + c] = (c < n && e < d) ? src[c * stride + e] : T(0);
-}
-// dst[kT, kT] = srcᵀ for the first m rows of src (the rest of dst is unused by the callers).
-template <class T>
-void transpose_tile(T* dst, const T* src, int64_t m) {
-  for (int64_t c = 0; c < kT; ++c)
-    for (int64_t r = 0; r < m; ++r) dst[c * kT + r] = src[r * kT + c];
+      dst[e * kT + c] = (c < n && e < d) ? src[c * stride + e] * sc : T(0);
 }
 
 struct Dims {
@@ -149,96 +116,106 @@ Dims attention_dims(const Tensor& q, const Tensor& k) {
   return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
-// Key/value tiles packed once per call, zero-padded, one contiguous block per tile:
+// Key/value tiles packed once per call into out, zero-padded, one contiguous block per tile:
 // transposed → [B, Hk, nt, dp, kT] (GEMM right operand for S = Q·Kᵀ, dP = dO·Vᵀ), else
 // [B, Hk, nt, kT, dp] (right operand for O = P·V, dQ = dS·K). O(T·d) memory; the inner loops then
 // never transpose or copy a key tile.
 template <class T>
-std::vector<T> pack_kv(const T* x, const Dims& s, int64_t dp, bool transposed) {
+void pack_kv(T* out, const T* x, const Dims& s, int64_t dp, bool transposed) {
   const int64_t nt = s.tiles(), tile = dp * kT;
-  std::vector<T> out(size_t(s.B * s.Hk * nt * tile));
 #pragma omp parallel for schedule(static) if (s.parallel())
   for (int64_t task = 0; task < s.B * s.Hk * nt; ++task) {  // task = (b·Hk + g)·nt + j
     const int64_t b = task / (s.Hk * nt), g = task / nt % s.Hk, j = task % nt;
     const int64_t nk = std::min(kT, s.T - j * kT);
     const T* src = x + ((b * s.T + j * kT) * s.Hk + g) * s.d;
+    T* dst = out + task * tile;
     if (transposed) {
-      load_cols(out.data() + task * tile, src, s.Hk * s.d, nk, s.d, dp);
+      load_cols(dst, src, s.Hk * s.d, nk, s.d, dp);
     } else {
-      load_rows(out.data() + task * tile, src, s.Hk * s.d, nk, s.d, dp, T(1));
-    }
-  }
-  return out;
-}
-
-// The P/dS recomputation shared by both backward passes, for one (query tile, key tile) pair:
-// S = Qs·Kt, dP = dOs·Vt, P = exp(S − lse) on τ ≤ t (else 0), dS = P ⊙ (dP − D). Rows ≥ nq of P
-// and dS up to mq (the GEMM row count) are zero. S becomes P, dP becomes dS.
-template <class T>
-void probs_and_dscores(T* S, T* dP, const T* Qs, const T* dOs, const T* Kt, const T* Vt,
-                       const T* lse, const T* D, int64_t nq, int64_t mq, int64_t nk, int64_t t0,
-                       int64_t tau0, int64_t dp) {
-  const int64_t nkp = round_up(nk, kNB<T>);
-  gemm_nn(S, kT, Qs, dp, Kt, kT, mq, nkp, dp, false);
-  gemm_nn(dP, kT, dOs, dp, Vt, kT, mq, nkp, dp, false);
-  for (int64_t r = 0; r < mq; ++r) {
-    T* sr = S + r * kT;
-    T* ds = dP + r * kT;
-    // keys c < cmax are visible to query t0 + r (causal: tau0 + c ≤ t0 + r)
-    const int64_t cmax = r < nq ? std::min(nk, t0 + r - tau0 + 1) : 0;
-    const T m = r < nq ? lse[r] : T(0), Dr = r < nq ? D[r] : T(0);
-    for (int64_t c = 0; c < kT; ++c) {
-      const T p = exp_vec(sr[c] - m);
-      sr[c] = c < cmax ? p : T(0);
-      ds[c] = c < cmax ? p * (ds[c] - Dr) : T(0);
+      load_rows(dst, src, s.Hk * s.d, nk, s.d, dp, T(1));
+      std::fill(dst + nk * dp, dst + tile, T(0));
     }
   }
 }
 
 // ------------------------------------------------------------------------------ forward
+
+// One key tile's online-softmax step on key-major scores St[nk, kT]: per query lane r the new max
+// m' = max(m, St[·, r]), alpha = e^(m − m') (0 on the first tile, m = −inf), l = l·alpha + Σ_c p,
+// St becomes p = e^(St − m'), m becomes m'. Whole SIMD vectors of queries at a time.
+template <class T>
+void online_softmax_tile(T* St, int64_t nk, T* m, T* l, T* alpha) {
+  using V = typename attn::Simd<T>::vec;
+  constexpr int64_t W = kLanes<T>, NQ = kT / W;
+  V mx[NQ], lv[NQ];
+  for (int64_t v = 0; v < NQ; ++v) mx[v] = attn::load(m + v * W);
+  for (int64_t c = 0; c < nk; ++c)
+    for (int64_t v = 0; v < NQ; ++v) {
+      const V x = attn::load(St + c * kT + v * W);
+      mx[v] = x > mx[v] ? x : mx[v];
+    }
+  for (int64_t v = 0; v < NQ; ++v) {
+    const V a = attn::exp_simd<T>(attn::load(m + v * W) - mx[v]);
+    attn::store(alpha + v * W, a);
+    lv[v] = attn::load(l + v * W) * a;
+    attn::store(m + v * W, mx[v]);
+  }
+  for (int64_t c = 0; c < nk; ++c)
+    for (int64_t v = 0; v < NQ; ++v) {
+      const V p = attn::exp_simd<T>(attn::load(St + c * kT + v * W) - mx[v]);
+      attn::store(St + c * kT + v * W, p);
+      lv[v] += p;
+    }
+  for (int64_t v = 0; v < NQ; ++v) attn::store(l + v * W, lv[v]);
+}
+
+// Scores are computed transposed, St[key c, query r] = K_j·Qsᵀ, so that each SIMD vector holds
+// kLanes queries of one key: the running max, the rescale factor and the sums are then plain
+// element-wise vector operations over fixed-length rows (no horizontal reductions, no per-row
+// scalar work), and O += P·V reads Pᵀ through the GEMM's strided A.
 template <class T>
 void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& s) {
-  const int64_t d = s.d, dp = round_up(d, kNB<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
+  const int64_t d = s.d, dp = round_up(d, kLanes<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
   const T scale = T(1) / std::sqrt(T(d));
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  const std::vector<T> kt = pack_kv(k, s, dp, true), vs = pack_kv(v, s, dp, false);
+  const int64_t kv_size = s.B * s.Hk * nt * tile;
+  T* kr = scratch<T, 0>(kv_size);
+  T* vr = scratch<T, 1>(kv_size);
+  pack_kv(kr, k, s, dp, false);
+  pack_kv(vr, v, s, dp, false);
   const int64_t tasks = s.B * s.Hq * nt;
 #pragma omp parallel if (s.parallel())
   {
-    // Qs[kT,dp] scaled queries, S[kT,kT] scores then probabilities, acc[kT,dp] unnormalised
-    // output, m/l[kT] running max and sum.
-    std::vector<T> Qs(kT * dp), S(kT * kT), acc(kT * dp), m(kT), l(kT);
+    // Qt[dp,kT] scaled queries transposed, St[kT,kT] scores then probabilities (key-major),
+    // acc[kT,dp] unnormalised output, m/l[kT] running max and sum per query, alpha[kT] the
+    // tile's rescale factor.
+    T* Qt = scratch<T, 10>(dp * kT);
+    T* St = scratch<T, 11>(kT * kT);
+    T* acc = scratch<T, 12>(kT * dp);
+    T* m = scratch<T, 13>(kT);
+    T* l = scratch<T, 14>(kT);
+    T* alpha = scratch<T, 15>(kT);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
-      const int64_t bh = task / nt, i = nt - 1 - task % nt;  // longest rows first
+      const int64_t bh = task % (s.B * s.Hq), i = nt - 1 - task / (s.B * s.Hq);  // longest first
       const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
-      const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0), mq = round_up(nq, kMR);
-      load_rows(Qs.data(), q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
-      std::fill(acc.begin(), acc.end(), T(0));
-      std::fill(m.begin(), m.end(), neg_inf);
-      std::fill(l.begin(), l.end(), T(0));
+      const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
+      load_cols(Qt, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
+      std::fill(m, m + kT, neg_inf);
+      std::fill(l, l + kT, T(0));
       for (int64_t j = 0; j <= i; ++j) {
-        const int64_t tau0 = j * kT, nk = std::min(kT, s.T - tau0);
-        const int64_t kv = ((b * s.Hk + g) * nt + j) * tile;
-        gemm_nn(S.data(), kT, Qs.data(), dp, kt.data() + kv, kT, mq, round_up(nk, kNB<T>), dp,
-                false);
-        for (int64_t r = 0; r < mq; ++r) {
-          T* sr = S.data() + r * kT;
-          if (r >= nq) {  // padding row: contributes nothing
-            std::fill(sr, sr + kT, T(0));
-            continue;
-          }
-          const int64_t cmax = std::min(nk, t0 + r - tau0 + 1);
-          for (int64_t c = cmax; c < kT; ++c) sr[c] = neg_inf;
-          const T m_new = std::max(m[r], row_max(sr));
-          const T alpha = std::exp(m[r] - m_new);  // 0 on the first tile (m = −inf)
-          for (int64_t c = 0; c < kT; ++c) sr[c] = exp_vec(sr[c] - m_new);
-          l[r] = l[r] * alpha + row_sum(sr);
-          m[r] = m_new;
-          if (alpha != T(1))
-            for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha;
-        }
-        gemm_nn(acc.data(), dp, S.data(), kT, vs.data() + kv, dp, mq, dp, nk, true);
+        // Key tiles before the diagonal are full and unmasked; the diagonal one (τ0 = t0) hides
+        // keys c > r from query r.
+        const int64_t nk = j < i ? kT : nq, kv = ((b * s.Hk + g) * nt + j) * tile;
+        gemm(St, kT, kr + kv, dp, 1, Qt, kT, nk, kT, dp, false);
+        if (j == i)
+          for (int64_t c = 1; c < nk; ++c)
+            for (int64_t r = 0; r < c; ++r) St[c * kT + r] = neg_inf;
+        online_softmax_tile(St, nk, m, l, alpha);
+        if (j > 0)
+          for (int64_t r = 0; r < nq; ++r)
+            for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha[r];
+        gemm(acc, dp, St, 1, kT, vr + kv, dp, nq, dp, nk, j > 0);  // acc += Pᵀᵀ·V
       }
       for (int64_t r = 0; r < nq; ++r) {
         T* orow = o + ((b * s.T + t0 + r) * s.Hq + h) * d;
@@ -251,87 +228,154 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
 }
 
 // ------------------------------------------------------------------------------ backward
+
+// The backward's split of each head's key tiles into C chunks of about equal work (key tile j
+// meets nt − j query tiles): chunk c holds key tiles [start(c), start(c + 1)). A function of the
+// shape only, so the summation order of dq does not depend on the thread count.
+struct Chunks {
+  int64_t C;
+  std::vector<int64_t> start;  // C + 1 entries
+  Chunks(const Dims& s) {
+    const int64_t nt = s.tiles(), heads = std::max(s.B * s.Hq, int64_t(1));
+    C = std::clamp((kBackwardTasks + heads - 1) / heads, int64_t(1), std::max(nt, int64_t(1)));
+    start.assign(size_t(C + 1), nt);
+    const int64_t total = nt * (nt + 1) / 2;
+    int64_t done = 0, c = 1;
+    start[0] = 0;
+    for (int64_t j = 0; j < nt && c < C; ++j) {
+      done += nt - j;
+      if (done * C >= c * total) start[size_t(c++)] = j + 1;
+    }
+    for (; c < C; ++c) start[size_t(c)] = nt;  // (unreached: the loop fills every boundary)
+  }
+};
+
+// For one (query tile, key tile) pair: S = Qs·Kt, dP = dOs·Vt, P = exp(S − lse) on τ ≤ t (else
+// 0), dS = P ⊙ (dP − D) on rows < nq. S becomes P, dP becomes dS. A key tile before the diagonal
+// (tau0 < t0) is full and unmasked; on the diagonal (tau0 = t0) query r sees keys c ≤ r.
+template <class T>
+void probs_and_dscores(T* S, T* dP, const T* Qs, const T* dOs, const T* Kt, const T* Vt,
+                       const T* lse, const T* D, int64_t nq, int64_t nk, bool diagonal,
+                       int64_t dp) {
+  gemm(S, kT, Qs, dp, 1, Kt, kT, nq, round_up(nk, kLanes<T>), dp, false);
+  gemm(dP, kT, dOs, dp, 1, Vt, kT, nq, round_up(nk, kLanes<T>), dp, false);
+  using V = typename attn::Simd<T>::vec;
+  constexpr int64_t W = kLanes<T>;
+  V iota;
+  for (int64_t c = 0; c < W; ++c) iota[c] = T(c);
+  for (int64_t r = 0; r < nq; ++r) {
+    const V m = attn::splat(lse[r]), Dr = attn::splat(D[r]), row = attn::splat(T(r));
+    for (int64_t c = 0; c < kT; c += W) {
+      const V p = attn::exp_simd<T>(attn::load(S + r * kT + c) - m);
+      const V ds = p * (attn::load(dP + r * kT + c) - Dr);
+      if (!diagonal) {
+        attn::store(S + r * kT + c, p);
+        attn::store(dP + r * kT + c, ds);
+      } else {  // columns past round_up(nk) hold stale scratch: the select drops them
+        const auto visible = iota + T(c) <= row;
+        attn::store(S + r * kT + c, visible ? p : V{});
+        attn::store(dP + r * kT + c, visible ? ds : V{});
+      }
+    }
+  }
+}
+
 template <class T>
 void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                    const T* o, const T* lse, const Dims& s) {
-  const int64_t d = s.d, dp = round_up(d, kNB<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
+  const int64_t d = s.d, dp = round_up(d, kLanes<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
+  const int64_t BH = s.B * s.Hq, rows = s.T * dp;  // rows: one head's packed [T, dp]
   const T scale = T(1) / std::sqrt(T(d));
-  const std::vector<T> kt = pack_kv(k, s, dp, true), ks = pack_kv(k, s, dp, false),
-                       vt = pack_kv(v, s, dp, true);
-
-  // Di[B,Hq,T] = ⟨dO_t[h], O_t[h]⟩ = Σ_τ P ⊙ dP, the softmax-backward row term.
-  std::vector<T> Di(s.B * s.Hq * s.T);
-#pragma omp parallel for schedule(static) if (s.parallel())
-  for (int64_t bt = 0; bt < s.B * s.T; ++bt)
-    for (int64_t h = 0; h < s.Hq; ++h) {
-      const T* a = dout + (bt * s.Hq + h) * d;
-      const T* b = o + (bt * s.Hq + h) * d;
-      T acc = 0;
-      for (int64_t e = 0; e < d; ++e) acc += a[e] * b[e];
-      Di[((bt / s.T) * s.Hq + h) * s.T + bt % s.T] = acc;
-    }
+  const Chunks chunks(s);
+  const int64_t C = chunks.C, kv_size = s.B * s.Hk * nt * tile;
+  T* kt = scratch<T, 0>(kv_size);
+  T* vt = scratch<T, 1>(kv_size);
+  T* kr = scratch<T, 2>(kv_size);
+  pack_kv(kt, k, s, dp, true);
+  pack_kv(vt, v, s, dp, true);
+  pack_kv(kr, k, s, dp, false);
+  // Per head bh = b·Hq + h: Qs, dOs [T, dp] packed (q scaled), Di[T] = ⟨dO_t, O_t⟩ (the softmax
+  // backward's row term Σ_τ P ⊙ dP), dK, dV partials [T, dp]; per (head, chunk) dQ partial [T, dp].
+  T* Qs = scratch<T, 3>(BH * rows);
+  T* dOs = scratch<T, 4>(BH * rows);
+  T* Di = scratch<T, 5>(BH * s.T);
+  T* dKp = scratch<T, 6>(BH * rows);
+  T* dVp = scratch<T, 7>(BH * rows);
+  T* dQp = scratch<T, 8>(BH * C * rows);
 
 #pragma omp parallel if (s.parallel())
   {
-    // Qs/dOs[kT,dp] query tile (scaled) and its output gradient, S/dP[kT,kT] scores → P and
-    // dP → dS, Pt/dSt[kT,kT] their transposes, acc1/acc2[kT,dp] gradient accumulators.
-    std::vector<T> Qs(kT * dp), dOs(kT * dp), S(kT * kT), dP(kT * kT), Pt(kT * kT), dSt(kT * kT);
-    std::vector<T> acc1(kT * dp), acc2(kT * dp);
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < BH * nt; ++task) {  // task = bh·nt + i
+      const int64_t bh = task / nt, b = bh / s.Hq, h = bh % s.Hq, t0 = task % nt * kT;
+      const int64_t nq = std::min(kT, s.T - t0), off = ((b * s.T + t0) * s.Hq + h) * d;
+      load_rows(Qs + bh * rows + t0 * dp, q + off, s.Hq * d, nq, d, dp, scale);
+      load_rows(dOs + bh * rows + t0 * dp, dout + off, s.Hq * d, nq, d, dp, T(1));
+      for (int64_t r = 0; r < nq; ++r) {
+        const T* a = dout + off + r * s.Hq * d;
+        const T* b2 = o + off + r * s.Hq * d;
+        T acc = 0;
+        for (int64_t e = 0; e < d; ++e) acc += a[e] * b2[e];
+        Di[bh * s.T + t0 + r] = acc;
+      }
+    }
 
-    auto load_query_tile = [&](int64_t b, int64_t h, int64_t t0, int64_t nq) {
-      const int64_t off = ((b * s.T + t0) * s.Hq + h) * d;
-      load_rows(Qs.data(), q + off, s.Hq * d, nq, d, dp, scale);
-      load_rows(dOs.data(), dout + off, s.Hq * d, nq, d, dp, T(1));
-    };
-
-    // dk, dv: one task per (b, kv head g, key tile j); sums over the group's heads and i ≥ j.
+    // S/dP[kT,kT]: scores → P and dP → dS of the current pair.
+    T* S = scratch<T, 10>(kT * kT);
+    T* dP = scratch<T, 11>(kT * kT);
+    // Tasks (bh, c), the chunks holding the most work first.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < s.B * s.Hk * nt; ++task) {  // task = (b·Hk + g)·nt + j
-      const int64_t b = task / (s.Hk * nt), g = task / nt % s.Hk, j = task % nt;
-      const int64_t tau0 = j * kT, nk = std::min(kT, s.T - tau0), nkp = round_up(nk, kNB<T>);
-      std::fill(acc1.begin(), acc1.end(), T(0));  // dK
-      std::fill(acc2.begin(), acc2.end(), T(0));  // dV
-      for (int64_t h = g * G; h < (g + 1) * G; ++h)
+    for (int64_t task = 0; task < BH * C; ++task) {
+      const int64_t bh = task % BH, c = task / BH, b = bh / s.Hq, g = bh % s.Hq / G;
+      const T* Qh = Qs + bh * rows;
+      const T* dOh = dOs + bh * rows;
+      const T* lse_h = lse + bh * s.T;
+      const T* D_h = Di + bh * s.T;
+      T* dQh = dQp + (bh * C + c) * rows;
+      const int64_t j0 = chunks.start[size_t(c)], j1 = chunks.start[size_t(c + 1)];
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t tau0 = j * kT, nk = std::min(kT, s.T - tau0);
+        const int64_t kv = ((b * s.Hk + g) * nt + j) * tile;
+        T* dKj = dKp + bh * rows + tau0 * dp;
+        T* dVj = dVp + bh * rows + tau0 * dp;
         for (int64_t i = j; i < nt; ++i) {
-          const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0), mq = round_up(nq, kMR);
-          load_query_tile(b, h, t0, nq);
-          const int64_t row0 = (b * s.Hq + h) * s.T + t0;
-          probs_and_dscores(S.data(), dP.data(), Qs.data(), dOs.data(), kt.data() + task * tile,
-                            vt.data() + task * tile, lse + row0, Di.data() + row0, nq, mq, nk, t0,
-                            tau0, dp);
-          transpose_tile(Pt.data(), S.data(), mq);
-          transpose_tile(dSt.data(), dP.data(), mq);
-          gemm_nn(acc1.data(), dp, dSt.data(), kT, Qs.data(), dp, nkp, dp, mq, true);
-          gemm_nn(acc2.data(), dp, Pt.data(), kT, dOs.data(), dp, nkp, dp, mq, true);
-        }
-      for (int64_t c = 0; c < nk; ++c) {
-        const int64_t off = ((b * s.T + tau0 + c) * s.Hk + g) * d;
-        for (int64_t e = 0; e < d; ++e) {
-          dk[off + e] = acc1[c * dp + e];
-          dv[off + e] = acc2[c * dp + e];
+          const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
+          const T* Qi = Qh + t0 * dp;
+          const T* dOi = dOh + t0 * dp;
+          probs_and_dscores(S, dP, Qi, dOi, kt + kv, vt + kv, lse_h + t0, D_h + t0, nq, nk, i == j,
+                            dp);
+          gemm(dVj, dp, S, 1, kT, dOi, dp, nk, dp, nq, i > j);  // dV_j += Pᵀ·dO_i
+          gemm(dKj, dp, dP, 1, kT, Qi, dp, nk, dp, nq, i > j);  // dK_j += dSᵀ·Qs_i
+          gemm(dQh + t0 * dp, dp, dP, kT, 1, kr + kv, dp, nq, dp, nk, j > j0);  // dQ_i += dS·K_j
         }
       }
     }
 
-    // dq: one task per (b, query head h, query tile i), over key tiles j ≤ i.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < s.B * s.Hq * nt; ++task) {
-      const int64_t bh = task / nt, i = nt - 1 - task % nt;
-      const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
-      const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0), mq = round_up(nq, kMR);
-      load_query_tile(b, h, t0, nq);
-      const int64_t row0 = (b * s.Hq + h) * s.T + t0;
-      std::fill(acc1.begin(), acc1.end(), T(0));  // dQ / scale
-      for (int64_t j = 0; j <= i; ++j) {
-        const int64_t tau0 = j * kT, nk = std::min(kT, s.T - tau0);
-        const int64_t kv = ((b * s.Hk + g) * nt + j) * tile;
-        probs_and_dscores(S.data(), dP.data(), Qs.data(), dOs.data(), kt.data() + kv,
-                          vt.data() + kv, lse + row0, Di.data() + row0, nq, mq, nk, t0, tau0, dp);
-        gemm_nn(acc1.data(), dp, dP.data(), kT, ks.data() + kv, dp, mq, dp, nk, true);
+    // dq = scale · Σ_c dQ partials (chunks c whose first key tile is ≤ the row's tile), dk, dv =
+    // Σ over the G heads of the kv head; both in a fixed order.
+#pragma omp for schedule(static)
+    for (int64_t bt = 0; bt < s.B * s.T; ++bt) {
+      const int64_t b = bt / s.T, t = bt % s.T, i = t / kT;
+      for (int64_t h = 0; h < s.Hq; ++h) {
+        const int64_t bh = b * s.Hq + h;
+        T* row = dq + (bt * s.Hq + h) * d;
+        const T* p0 = dQp + bh * C * rows + t * dp;
+        for (int64_t e = 0; e < d; ++e) row[e] = p0[e];
+        for (int64_t c = 1; c < C && chunks.start[size_t(c)] <= i; ++c)
+          for (int64_t e = 0; e < d; ++e) row[e] += p0[c * rows + e];
+        for (int64_t e = 0; e < d; ++e) row[e] *= scale;
       }
-      for (int64_t r = 0; r < nq; ++r) {
-        T* row = dq + ((b * s.T + t0 + r) * s.Hq + h) * d;
-        for (int64_t e = 0; e < d; ++e) row[e] = acc1[r * dp + e] * scale;
+      for (int64_t g = 0; g < s.Hk; ++g) {
+        const int64_t bh0 = b * s.Hq + g * G, off = (bt * s.Hk + g) * d;
+        for (int64_t e = 0; e < d; ++e) {
+          T sk = dKp[bh0 * rows + t * dp + e], sv = dVp[bh0 * rows + t * dp + e];
+          for (int64_t x = 1; x < G; ++x) {
+            sk += dKp[(bh0 + x) * rows + t * dp + e];
+            sv += dVp[(bh0 + x) * rows + t * dp + e];
+          }
+          dk[off + e] = sk;
+          dv[off + e] = sv;
+        }
       }
     }
   }
