@@ -31,6 +31,7 @@
 #include "data/shards.h"
 #include "io/zaya_config.h"
 #include "model/inspect.h"
+#include "ops/blas_kernels.h"
 #include "ops/profile.h"
 #include "train/trainer.h"
 
@@ -244,6 +245,7 @@ int run_bench_step(const BenchStepArgs& a) {
                         {"seq_len", a.seq_len},
                         {"optimizer", a.optimizer},
                         {"threads", threads},
+                        {"blas_kernels", ops::blas_core_name()},
                         {"steps", a.steps},
                         {"tokens_per_s", tps},
                         {"step_seconds_median", median(step_seconds)},
@@ -263,8 +265,10 @@ int run_bench_step(const BenchStepArgs& a) {
              a.steps, median(step_seconds), tokens / a.steps);
   fmt::print("model GFLOP/s   {:.1f}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
              model_flops / 1e9, flops_per_token);
-  fmt::print("sgemm GFLOP/s   {:.1f}  (OpenBLAS 768³, {} threads, sampled between the steps)\n",
-             sgemm_rate / 1e9, threads);
+  fmt::print(
+      "sgemm GFLOP/s   {:.1f}  (OpenBLAS 768³, {} kernels, {} threads, sampled between the "
+      "steps)\n",
+      sgemm_rate / 1e9, ops::blas_core_name(), threads);
   fmt::print("MFU             {:.1f}% of sgemm\n", 100 * mfu);
   fmt::print("CPU use         {:.0f}% of {} threads × wall time\n", 100 * cpu_use, threads);
   fmt::print("peak memory     {:.1f} MiB (VmHWM)\n", peak / double(1 << 20));

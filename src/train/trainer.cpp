@@ -21,6 +21,7 @@
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
+#include "ops/blas_kernels.h"
 #include "train/async_writer.h"
 #include "train/balance.h"
 #include "train/checkpoint.h"
@@ -220,9 +221,10 @@ void Trainer::Impl::setup() {
   flops_per_token = 3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
   sgemm_rate = measure_sgemm_rate();
   log_info(
-      "train: {} parameters ({} active without embedding), {} tokens/step, sgemm {:.1f} GFLOP/s",
+      "train: {} parameters ({} active without embedding), {} tokens/step, sgemm {:.1f} GFLOP/s "
+      "({} kernels)",
       facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
-      sgemm_rate / 1e9);
+      sgemm_rate / 1e9, ops::blas_core_name());
   log_setup();
 
   // Cut back to the resumed step: every step once, even after a resume.
