@@ -3,13 +3,18 @@
 // Per shape: the best time of each (the two interleaved rep by rep, so that a busy machine slows
 // both alike), their ratio (system.md §4 target: symmetric ≥ 1.3x) and their agreement, the
 // largest |symmetric − plain| over the output (tests/train/test_newton_schulz.cpp asks ≤ 1e-5);
-// then the worst ratio. usage: bench_muon [reps=7] [big=0: also the ZAYA1-like expert 4096x2048]
+// then the worst ratio.
+// usage: bench_muon [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]
+// cpu: the process's CPU time instead of wall time, steadier on a busy machine for one thread
+// (OMP_NUM_THREADS=1); with more threads it also counts OpenMP's spin-waiting.
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -19,10 +24,18 @@ using namespace zaya;
 
 namespace {
 
+clockid_t clock_id = CLOCK_MONOTONIC;
+
+double now() {
+  timespec t;
+  clock_gettime(clock_id, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 double seconds(const Tensor& out, const Tensor& g, bool symmetric) {
-  const double t0 = omp_get_wtime();
+  const double t0 = now();
   ops::newton_schulz(out, g, 5, symmetric);
-  return omp_get_wtime() - t0;
+  return now() - t0;
 }
 
 }  // namespace
@@ -30,10 +43,12 @@ double seconds(const Tensor& out, const Tensor& g, bool symmetric) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   const bool big = argc > 2 && std::atoi(argv[2]) != 0;
+  const bool cpu = argc > 3 && std::string(argv[3]) == "cpu";
+  if (cpu) clock_id = CLOCK_PROCESS_CPUTIME_ID;
   std::vector<std::pair<int64_t, int64_t>> shapes = {{1024, 1024}, {2048, 512}, {512, 2048}};
   if (big) shapes.push_back({4096, 2048});
-  std::printf("newton_schulz f32, 5 steps, threads=%d, best of %d (interleaved)\n",
-              omp_get_max_threads(), reps);
+  std::printf("newton_schulz f32, 5 steps, threads=%d, best of %d (interleaved), %s time\n",
+              omp_get_max_threads(), reps, cpu ? "process CPU" : "wall");
   double worst_ratio = 1e30, worst_diff = 0;
   for (auto [rows, cols] : shapes) {
     std::vector<float> g(size_t(rows * cols)), plain_out(g.size()), sym_out(g.size());

@@ -46,8 +46,14 @@ void newton_schulz_impl(T* out, const T* g, int64_t rows, int64_t cols, int step
   // wide: X = W [m,n]; tall: W = Xᵀ [n,m]. Either way W is [rows,cols].
   const bool tall = rows > cols;
   const int64_t m = tall ? cols : rows, n = tall ? rows : cols;
+  // ‖G‖² in double over 8 interleaved partial sums (vectorisable, fixed order: deterministic)
+  double part[8] = {};
+  const int64_t count = rows * cols, whole = count / 8 * 8;
+  for (int64_t i = 0; i < whole; i += 8)
+    for (int l = 0; l < 8; ++l) part[l] += double(g[i + l]) * double(g[i + l]);
   double sumsq = 0;
-  for (int64_t i = 0; i < rows * cols; ++i) sumsq += double(g[i]) * double(g[i]);
+  for (double v : part) sumsq += v;
+  for (int64_t i = whole; i < count; ++i) sumsq += double(g[i]) * double(g[i]);
   const T scale = T(1.0 / (std::sqrt(sumsq) + 1e-7));
 
   thread_local Workspace<T> ws;
@@ -65,23 +71,25 @@ void newton_schulz_impl(T* out, const T* g, int64_t rows, int64_t cols, int step
     } else {
       gemm<T>(tall, !tall, m, m, n, T(1), w, cols, w, cols, T(0), a, m);
     }
-    // B = b·A + c·A·A
-    for (int64_t i = 0; i < m * m; ++i) b[i] = T(kB) * a[i];
+    // B = a·I + b·A + c·A·A, so that a·X + (b·A + c·A·A)·X is one product
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < m; ++j) b[i * m + j] = T(kB) * a[i * m + j] + (i == j ? T(kA) : T(0));
     if (symmetric) {
       sym_product<T>(false, m, m, T(kC), a, m, T(1), b, m);
     } else {
       gemm<T>(false, false, m, m, m, T(kC), a, m, a, m, T(1), b, m);
     }
-    // X ← a·X + B·X (W ← a·W + W·B when tall)
-    std::memcpy(y, w, size_t(m * n) * sizeof(T));
+    // X ← B·X (W ← W·B when tall); the last step writes out (g, which out may alias, is no longer
+    // read)
+    T* next = s + 1 == steps ? out : y;
     if (tall) {
-      gemm<T>(false, false, n, m, m, T(1), w, m, b, m, T(kA), y, m);
+      gemm<T>(false, false, n, m, m, T(1), w, m, b, m, T(0), next, m);
     } else {
-      gemm<T>(false, false, m, n, m, T(1), b, m, w, n, T(kA), y, n);
+      gemm<T>(false, false, m, n, m, T(1), b, m, w, n, T(0), next, n);
     }
     std::swap(w, y);
   }
-  std::memcpy(out, w, size_t(m * n) * sizeof(T));
+  if (steps == 0) std::memcpy(out, w, size_t(m * n) * sizeof(T));
 }
 
 }  // namespace
