@@ -2,19 +2,19 @@
 //
 // On the short side first: for G [rows,cols] with rows ≤ cols, X [m,n] = G/(‖G‖_F + 1e-7)
 // (m = rows) and each step is
-//   A = X·Xᵀ          [m,m]   symmetric
-//   B = b·A + c·A·A   [m,m]   symmetric (A·A = A·Aᵀ because A is)
-//   X ← a·X + B·X     [m,n]
+//   A = X·Xᵀ                  [m,m]   symmetric
+//   B = a·I + b·A + c·A·A     [m,m]   symmetric (A·A = A·Aᵀ because A is)
+//   X ← B·X                   [m,n]   (= a·X + (b·A + c·A·A)·X, one product)
 // with (a,b,c) = (3.4445, −4.7750, 2.0315). For rows > cols the same iteration runs on Xᵀ without
-// transposing anything: W [rows,cols] = G/(‖G‖_F + 1e-7) stands for Xᵀ, A = Wᵀ·W and
-// W ← a·W + W·B (B is symmetric), so G's own layout is kept throughout (a strided transpose of a
-// tall matrix costs as much as a Newton–Schulz step here).
+// transposing anything: W [rows,cols] = G/(‖G‖_F + 1e-7) stands for Xᵀ, A = Wᵀ·W and W ← W·B
+// (B is symmetric), so G's own layout is kept throughout (a strided transpose of a tall matrix
+// cost as much as a Newton–Schulz step here).
 //
-// The symmetric path computes both Gram products with sym_product (syrk.h: upper-triangle tiles,
-// mirrored); the plain path uses a GEMM for all three products. Both give the same result up to
-// rounding. Per step the symmetric path does m²n/2 + m³/2 + m²n multiply-adds (tiles' share of
-// the diagonal aside) against 2m²n + m³ for the plain one: 1.5x fewer on a square matrix, ~1.385x
-// at 4:1.
+// The symmetric path computes both Gram products with sym_product (syrk.h: the upper triangle's
+// tiles, mirrored); the plain path uses a GEMM for all three products. Both give the same result
+// up to rounding. Per step the symmetric path does m²n/2 + m³/2 + m²n multiply-adds (plus
+// ?syrk's own share of its diagonal blocks) against 2m²n + m³ for the plain one: 1.5x fewer on a
+// square matrix, ~1.385x at 4:1.
 #include <cmath>
 #include <cstring>
 #include <vector>
