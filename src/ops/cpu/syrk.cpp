@@ -2,6 +2,7 @@
 #include "ops/cpu/syrk.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -26,6 +27,18 @@ void syrk_upper(bool trans, int64_t n, int64_t k, T alpha, const T* x, int64_t l
   } else {
     cblas_dsyrk(CblasRowMajor, CblasUpper, t, n, k, alpha, x, ldx, beta, c, ldc);
   }
+}
+
+// Runs f with OpenMP's (so OpenBLAS's) thread count at 1 when called outside a parallel region:
+// every task is then one single-threaded BLAS call of a shape fixed by the plan, whatever the team
+// (OpenBLAS's bits depend on its thread count, ops/cpu/blas.h).
+template <class F>
+void single_threaded(F&& f) {
+  if (omp_in_parallel()) return f();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  f();
+  omp_set_num_threads(threads);
 }
 
 // Finishes rows [r0, r1) of the [mi,nj] tile at (i0, j0) on or above the diagonal: adds the np
@@ -101,11 +114,14 @@ void sym_product(bool trans, int64_t m, int64_t k, T alpha, const T* x, int64_t 
     T* dst = q == 0 ? c + i0 * ldc + j0 : partial + (q - 1) * m * m + i0 * m + j0;
     const int64_t ld = q == 0 ? ldc : m;
     const T b = q == 0 ? beta : T(0);
-    if (bi == bj) {
-      syrk_upper(trans, mi, kq, alpha, panel(i0, l0), ldx, b, dst, ld);
-    } else {
-      gemm(trans, !trans, mi, nj, kq, alpha, panel(i0, l0), ldx, panel(j0, l0), ldx, b, dst, ld);
-    }
+    single_threaded([&] {
+      if (bi == bj) {
+        syrk_upper(trans, mi, kq, alpha, panel(i0, l0), ldx, b, dst, ld);
+      } else {
+        blas_detail::call(trans, !trans, mi, nj, kq, alpha, panel(i0, l0), ldx, panel(j0, l0), ldx,
+                          b, dst, ld);
+      }
+    });
   };
   // The off-diagonal tiles' tasks (tile bi·nb + bj with bi < bj, the others skipped) first, then
   // the diagonal ones, which cost half as much: the team's last tasks are its smallest. Then each
