@@ -16,14 +16,16 @@ namespace zaya::ops::cpu {
 
 // How sym_product cuts the work: C into square tiles of `block` rows and columns, the depth k
 // into `chunks` equal parts (the last one shorter). Each (tile on or above the diagonal, chunk)
-// pair is one task; the chunks' partial sums are added in chunk order.
+// pair is one task; the chunks' partial sums are added in chunk order. They live in a buffer of
+// (chunks − 1)·m² elements per calling thread, kept between calls.
 struct SymPlan {
   int64_t block, chunks;
 };
 
-// The default plan, chosen with bench_muon on the project's 2-core machine (README, Muon): tiles
-// of kSymBlock (large tiles keep OpenBLAS's packing cheap against the multiply-adds; smaller ones
-// measured no faster) and the depth cut in two when k ≥ 2·kSymMinDepth, so that m ≤ kSymBlock
+// The default plan, chosen on the project's 2-core machine from one-thread CPU times of whole
+// Newton–Schulz runs (tiles of 64–512, one or two chunks; README, Muon): tiles of kSymBlock
+// (large tiles keep OpenBLAS's packing cheap against the multiply-adds; smaller ones measured no
+// faster) and the depth cut in two when k ≥ 2·kSymMinDepth, so that m ≤ kSymBlock
 // still gives two equal tasks and m = 1024 six that two threads share evenly (three tiles alone
 // would leave one thread the off-diagonal ?gemm, the other two ?syrk tiles that cost more). It
 // depends on m and k only, never on the thread count.
