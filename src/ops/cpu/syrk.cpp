@@ -31,7 +31,9 @@ void syrk_upper(bool trans, int64_t n, int64_t k, T alpha, const T* x, int64_t l
 
 // Runs f with OpenMP's (so OpenBLAS's) thread count at 1 when called outside a parallel region:
 // every task is then one single-threaded BLAS call of a shape fixed by the plan, whatever the team
-// (OpenBLAS's bits depend on its thread count, ops/cpu/blas.h).
+// (OpenBLAS's bits depend on its thread count, ops/cpu/blas.h). The tiles call CBLAS themselves
+// (blas_detail::call, ?syrk) rather than gemm(): in a team of one thread gemm() would cut a tile
+// into its own panels, a different call shape from the one a larger team's tile gets.
 template <class F>
 void single_threaded(F&& f) {
   if (omp_in_parallel()) return f();
