@@ -1,11 +1,15 @@
-// ops::newton_schulz: the symmetric (?syrk) path equals the plain-GEMM path, both equal a scalar
-// double reference, and the output's singular values are the quintic's image of the input's.
+// ops::newton_schulz: the symmetric path (ops/cpu/syrk.h's tiled symmetric products) equals the
+// plain-GEMM path, both equal a scalar double reference, the output's singular values are the
+// quintic's image of the input's, and the bits do not depend on the thread count (the symmetric
+// products by their tiling, tests/ops/test_syrk.cpp; the GEMMs by ops/cpu/blas.h's panels).
 //
 // Why the band: X = UΣVᵀ ⇒ every step maps each singular value σ ↦ φ(σ) = aσ + bσ³ + cσ⁵
 // independently. After normalisation by ‖G‖_F all σ ≤ 1, and on [0.0045, 1] five applications of
 // φ land in [0.6818, 1.2024] (evaluated densely in the test below), so for inputs whose smallest
 // normalised singular value exceeds 0.0045 (random rectangular matrices: ≈ 0.04 and up) the
 // output singular values lie in [0.68, 1.21].
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -178,4 +182,32 @@ TEST(NewtonSchulz, ZeroInputGivesZeroAndRunsAreDeterministic) {
   Tensor t(inplace.data(), {64, 48});
   ops::newton_schulz(t, t, 5, true);
   EXPECT_EQ(inplace, run(g, 64, 48, true));
+}
+
+// Shapes whose short side exceeds one tile of the symmetric product (ops/cpu/syrk.h, 512) and
+// does not divide it, wide and tall, plus a short side under a tile with a long depth.
+TEST(NewtonSchulz, SymmetricEqualsPlainAcrossTiles) {
+  const int shapes[][2] = {{600, 700}, {700, 600}, {300, 1100}, {1100, 300}};
+  uint64_t seed = 300;
+  for (auto [rows, cols] : shapes) {
+    const std::vector<float> g = randn<float>(size_t(rows * cols), seed++);
+    expect_close(run(g, rows, cols, true), run(g, rows, cols, false), 1e-5, 0.0,
+                 "f32 symmetric vs plain");
+  }
+}
+
+TEST(NewtonSchulz, BitsDoNotDependOnTheThreadCount) {
+  const int threads = omp_get_max_threads();
+  const int shapes[][2] = {{600, 700}, {700, 600}, {64, 300}, {300, 200}};
+  uint64_t seed = 400;
+  for (auto [rows, cols] : shapes) {
+    const std::vector<float> g = randn<float>(size_t(rows * cols), seed++);
+    for (bool symmetric : {true, false}) {
+      omp_set_num_threads(1);
+      const std::vector<float> one = run(g, rows, cols, symmetric);
+      omp_set_num_threads(std::max(2, threads));
+      EXPECT_EQ(one, run(g, rows, cols, symmetric)) << rows << "x" << cols << " " << symmetric;
+    }
+  }
+  omp_set_num_threads(threads);
 }
