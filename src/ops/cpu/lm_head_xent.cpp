@@ -1,19 +1,21 @@
 // The fused tied LM head + cross-entropy on the CPU (ops.h): logits = x[N,D] · w[V,D]ᵀ are never
-// stored whole. They are computed one tile at a time — a block of kRowBlock rows × a chunk of
-// kVocabChunk vocabulary entries — by sgemm into a per-thread tile buffer (thread_local, grown once
-// and reused: no allocation per call in steady state), then consumed.
+// stored whole. They are computed one tile at a time (a block of kRowBlock rows × a chunk of
+// 128–512 vocabulary entries, chunk_of) by sgemm into a per-thread tile buffer (thread_local,
+// grown once and reused: no allocation per call in steady state), then consumed.
+//
 // Forward: row blocks in parallel; each walks the vocabulary chunks in order, keeping per row the
-// running max (in lse), the running Σ exp(ℓ − max) rescaled when the max grows (f64, in a
-// calling-thread scratch of N doubles) and the target's logit (in loss). Exponentials are
-// exp_vec (f32, ≤ 1.5 ulp) for F32 and std::exp for F64; every sum is in f64 through kLanes
+// running max (in lse), the running Σ exp(ℓ − max), rescaled when the max grows (f64, in a
+// calling-thread scratch of N doubles), and the target's logit (in loss). Exponentials are
+// exp_vec (f32, ≤ 1.5 ulp) for F32 and std::exp for F64; every sum is in f64, through kLanes
 // partial sums added in a fixed order.
+//
 // Backward: each tile's logits are recomputed, P = scale·(exp(ℓ − lse) − onehot), the target's
-// entry as scale·expm1(ℓ − lse) in f64 (no cancellation when p → 1; rows with target −1 are zero; a
-// block with no scored row is skipped), then dx_r += P·w_c and dw_c += Pᵀ·x_r. Tiles run in
-// diagonals: step s takes tile (r, (r + s) mod C) of every row block r (or (c + s) mod R, c) of
-// every chunk c when there are more row blocks than chunks), so the tiles of one step share no row
-// block and no chunk and each dx_r and dw_c is written by one task at a time, in a fixed order of
-// tiles. The bits do not depend on the thread count.
+// entry as scale·expm1(ℓ − lse) in f64 (no cancellation when p → 1); rows with target −1 are zero
+// and a block with no scored row is skipped. Then dx_r += P·w_c and dw_c += Pᵀ·x_r. The tiles are
+// OpenMP tasks created in diagonals (for_tiles_ordered) with an inout dependence on their row
+// block and on their chunk: each dx_r and each dw_c is written by one task at a time, in one fixed
+// order of tiles, and tiles that share neither run in parallel with no barrier between diagonals.
+// The bits do not depend on the thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -31,19 +33,28 @@ namespace zaya::ops::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 128;    // rows of a tile
-constexpr int64_t kVocabChunk = 256;  // vocabulary entries of a tile
-constexpr int kLanes = 16;            // partial sums of a row's exponentials
+constexpr int64_t kRowBlock = 128;  // rows of a tile
+constexpr int64_t kMaxChunk = 512;  // vocabulary entries of a tile, at most
+constexpr int64_t kMinChunks = 8;   // chunks wanted (the backward's parallelism): see chunk_of
+constexpr int kLanes = 16;          // partial sums of a row's exponentials
+
+// The vocabulary chunk: 512 entries (sgemm's efficiency) where that still gives kMinChunks
+// chunks, else 256, else 128. It depends on V only, so the bits do not depend on the thread count.
+int64_t chunk_of(int64_t V) {
+  int64_t chunk = kMaxChunk;
+  while (chunk > 128 && V < kMinChunks * chunk) chunk /= 2;
+  return chunk;
+}
 
 // Tiles [r0, r1) × [c0, c1) of the grid.
 struct Grid {
-  int64_t N, V, D;
+  int64_t N, V, D, chunk;
   int64_t rows() const { return (N + kRowBlock - 1) / kRowBlock; }
-  int64_t chunks() const { return (V + kVocabChunk - 1) / kVocabChunk; }
+  int64_t chunks() const { return (V + chunk - 1) / chunk; }
   int64_t r0(int64_t r) const { return r * kRowBlock; }
   int64_t r1(int64_t r) const { return std::min(N, (r + 1) * kRowBlock); }
-  int64_t c0(int64_t c) const { return c * kVocabChunk; }
-  int64_t c1(int64_t c) const { return std::min(V, (c + 1) * kVocabChunk); }
+  int64_t c0(int64_t c) const { return c * chunk; }
+  int64_t c1(int64_t c) const { return std::min(V, (c + 1) * chunk); }
   bool parallel() const { return N * V > kParallelMin && rows() > 1; }
 };
 
@@ -71,14 +82,16 @@ void tile_logits(T* l, const T* x_ND, const T* w_VD, const Grid& g, int64_t r, i
           T(0), l, cols);
 }
 
-// Σ_j exp(ℓ[j] − m) over one tile row, in f64 (kLanes partial sums, then in order).
+// Σ_j exp(ℓ[j] − m) over one tile row, in f64 (kLanes partial sums, then in order); the row is
+// overwritten with the exponentials (computed in place first, so that the loop vectorises).
 template <class T>
-double sum_exp(const T* l, int64_t cols, T m) {
+double sum_exp(T* l, int64_t cols, T m) {
+  for (int64_t j = 0; j < cols; ++j) l[j] = exp_of<T>(l[j] - m);
   double acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= cols; j += kLanes)
-    for (int k = 0; k < kLanes; ++k) acc[k] += double(exp_of<T>(l[j + k] - m));
-  for (int k = 0; j < cols; ++j, ++k) acc[k] += double(exp_of<T>(l[j] - m));
+    for (int k = 0; k < kLanes; ++k) acc[k] += double(l[j + k]);
+  for (int k = 0; j < cols; ++j, ++k) acc[k] += double(l[j]);
   double s = 0;
   for (double a : acc) s += a;
   return s;
@@ -102,7 +115,7 @@ void forward_tiles(T* loss_N, T* lse_N, double* sum_N, const T* x_ND, const T* w
   const int64_t R = g.rows(), C = g.chunks();
 #pragma omp parallel for schedule(dynamic, 1) if (g.parallel())
   for (int64_t r = 0; r < R; ++r) {
-    T* l = tile_buffer<T>(kRowBlock * kVocabChunk);
+    T* l = tile_buffer<T>(kRowBlock * kMaxChunk);
     const int64_t r0 = g.r0(r), r1 = g.r1(r);
     for (int64_t n = r0; n < r1; ++n) {
       lse_N[n] = -std::numeric_limits<T>::infinity();  // the running max
@@ -113,14 +126,14 @@ void forward_tiles(T* loss_N, T* lse_N, double* sum_N, const T* x_ND, const T* w
       tile_logits(l, x_ND, w_VD, g, r, c);
       const int64_t c0 = g.c0(c), cols = g.c1(c) - c0;
       for (int64_t n = r0; n < r1; ++n) {
-        const T* row = l + (n - r0) * cols;
+        T* row = l + (n - r0) * cols;
+        const int64_t t = target_N[n];
+        if (t >= c0 && t < c0 + cols) loss_N[n] = row[t - c0];
         const T m_old = lse_N[n];
         const T m = std::max(m_old, max_of(row, cols));
         const double rescale = m_old == m ? 1.0 : std::exp(double(m_old) - double(m));
         sum_N[n] = sum_N[n] * rescale + sum_exp(row, cols, m);
         lse_N[n] = m;
-        const int64_t t = target_N[n];
-        if (t >= c0 && t < c0 + cols) loss_N[n] = row[t - c0];
       }
     }
     for (int64_t n = r0; n < r1; ++n) {
@@ -168,7 +181,7 @@ void backward_tiles(T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD, const T* l
   const char* scored = scored_rows.data();
   for_tiles_ordered(g.rows(), g.chunks(), g.parallel(), [&](int64_t r, int64_t c) {
     if (!scored[r]) return;
-    T* p = tile_buffer<T>(kRowBlock * kVocabChunk);
+    T* p = tile_buffer<T>(kRowBlock * kMaxChunk);
     tile_logits(p, x_ND, w_VD, g, r, c);
     const int64_t r0 = g.r0(r), rows = g.r1(r) - r0, c0 = g.c0(c), cols = g.c1(c) - c0;
     for (int64_t i = 0; i < rows; ++i) {
@@ -201,7 +214,7 @@ void check_targets(const char* op, const int32_t* target, int64_t N, int64_t V) 
 
 Grid grid_of(const Tensor& x, const Tensor& w) {
   const int64_t D = x.size(-1);
-  return {x.numel() / D, w.size(0), D};
+  return {x.numel() / D, w.size(0), D, chunk_of(w.size(0))};
 }
 
 }  // namespace
