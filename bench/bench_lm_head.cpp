@@ -4,7 +4,8 @@
 // sgemm's rate on the logits product x·wᵀ measured in the same run. Prints each time, the
 // unfused/fused ratio, GFLOP/s (6·N·D·V model FLOPs per forward + backward; the fused op does
 // 8·N·D·V, recomputing the logits) and the largest differences between the two paths.
-// usage: bench_lm_head [reps=5] [which=both|fused|unfused] (one path alone: for max RSS)
+// usage: bench_lm_head [reps=5] [which=both|fused|unfused] [shape=all|step-bench|tiny-kjv]
+// (one path on one shape alone: for its max RSS)
 #include <omp.h>
 
 #include <algorithm>
@@ -69,10 +70,12 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string which = argc > 2 ? argv[2] : "both";
+  const std::string only = argc > 3 ? argv[3] : "all";
   const Shape shapes[] = {{"step-bench", 1024, 512, 8192}, {"tiny-kjv", 32768, 128, 1024}};
   std::printf("lm head + xent f32, forward + backward, threads=%d, best of %d\n",
               omp_get_max_threads(), reps);
   for (const Shape& s : shapes) {
+    if (only != "all" && only != s.name) continue;
     Buffers b;
     b.x.resize(size_t(s.N * s.D));
     b.w.resize(size_t(s.V * s.D));
