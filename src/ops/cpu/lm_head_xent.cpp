@@ -1,7 +1,7 @@
 // The fused tied LM head + cross-entropy on the CPU (ops.h): logits = x[N,D] · w[V,D]ᵀ are never
 // stored whole. They are computed one tile at a time (a block of kRowBlock rows × a chunk of
-// 128–512 vocabulary entries, chunk_of) by sgemm into a per-thread tile buffer (thread_local,
-// grown once and reused: no allocation per call in steady state), then consumed.
+// 128–512 vocabulary entries, chunk_of) by sgemm into a per-thread tile buffer (tile_buffers:
+// grown once and reused, no allocation per call in steady state), then consumed.
 //
 // Forward: row blocks in parallel; each walks the vocabulary chunks in order, keeping per row the
 // running max (in lse), the running Σ exp(ℓ − max), rescaled when the max grows (f64, in a
@@ -66,11 +66,16 @@ T exp_of(T v) {
     return std::exp(v);
 }
 
-// This thread's tile buffer of at least n elements (kept for the next call).
+constexpr int64_t kTile = kRowBlock * kMaxChunk;  // elements of one tile buffer
+
+// Tile buffers for every thread of the team about to start, one kTile slice per thread number:
+// the calling thread's vector, kept for the next call and grown only when the thread count grows
+// (so a warm call allocates nothing, whichever threads run the tiles).
 template <class T>
-T* tile_buffer(int64_t n) {
+T* tile_buffers() {
   thread_local std::vector<T> buf;
-  if (buf.size() < size_t(n)) buf.resize(size_t(n));
+  const size_t n = size_t(omp_get_max_threads()) * size_t(kTile);
+  if (buf.size() < n) buf.resize(n);
   return buf.data();
 }
 
@@ -113,9 +118,10 @@ template <class T>
 void forward_tiles(T* loss_N, T* lse_N, double* sum_N, const T* x_ND, const T* w_VD,
                    const int32_t* target_N, const Grid g) {
   const int64_t R = g.rows(), C = g.chunks();
+  T* const tiles = tile_buffers<T>();
 #pragma omp parallel for schedule(dynamic, 1) if (g.parallel())
   for (int64_t r = 0; r < R; ++r) {
-    T* l = tile_buffer<T>(kRowBlock * kMaxChunk);
+    T* l = tiles + omp_get_thread_num() * kTile;
     const int64_t r0 = g.r0(r), r1 = g.r1(r);
     for (int64_t n = r0; n < r1; ++n) {
       lse_N[n] = -std::numeric_limits<T>::infinity();  // the running max
@@ -179,9 +185,10 @@ void backward_tiles(T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD, const T* l
   for (int64_t n = 0; n < g.N; ++n)
     if (target_N[n] >= 0) scored_rows[size_t(n / kRowBlock)] = 1;
   const char* scored = scored_rows.data();
+  T* const tiles = tile_buffers<T>();
   for_tiles_ordered(g.rows(), g.chunks(), g.parallel(), [&](int64_t r, int64_t c) {
     if (!scored[r]) return;
-    T* p = tile_buffer<T>(kRowBlock * kMaxChunk);
+    T* p = tiles + omp_get_thread_num() * kTile;  // tasks are tied: one thread runs each
     tile_logits(p, x_ND, w_VD, g, r, c);
     const int64_t r0 = g.r0(r), rows = g.r1(r) - r0, c0 = g.c0(c), cols = g.c1(c) - c0;
     for (int64_t i = 0; i < rows; ++i) {
