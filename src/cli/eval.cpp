@@ -26,9 +26,10 @@ namespace {
 constexpr size_t kAutoBatchBytes = size_t(2) << 30;  // activations budget of the automatic choice
 
 // Largest row count ≤ B whose activations fit the budget (at least 1).
-int64_t auto_rows(const ZayaConfig& c, int64_t B, int64_t T) {
+int64_t auto_rows(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits) {
   int64_t rows = B;
-  while (rows > 1 && Activations::bytes_needed(c, rows, T) > kAutoBatchBytes) rows = (rows + 1) / 2;
+  while (rows > 1 && Activations::bytes_needed(c, rows, T, keep_logits) > kAutoBatchBytes)
+    rows = (rows + 1) / 2;
   return rows;
 }
 
@@ -60,14 +61,16 @@ int run_eval(const EvalArgs& args) {
            device == Device::Cpu ? std::string("cpu") : "gpu (" + gpu::describe() + ")");
 
   Buffer logits_all(args.logits_out.empty() ? 0 : size_t(B * T * V) * sizeof(float));
+  const bool want_logits = !args.logits_out.empty();  // only then are [rows·T, V] logits kept
   const int64_t chunk =
-      args.rows_per_batch > 0 ? std::min(args.rows_per_batch, B) : auto_rows(c, B, T);
+      args.rows_per_batch > 0 ? std::min(args.rows_per_batch, B) : auto_rows(c, B, T, want_logits);
   if (want_grads) model.zero_grads();
   std::unique_ptr<Activations> acts;
   double loss_sum = 0;  // Σ of per-chunk mean losses weighted by their rows
   for (int64_t r0 = 0; r0 < B; r0 += chunk) {
     const int64_t rows = std::min(chunk, B - r0);
-    if (!acts || acts->B != rows) acts = std::make_unique<Activations>(c, rows, T, device);
+    if (!acts || acts->B != rows)
+      acts = std::make_unique<Activations>(c, rows, T, device, want_logits);
     const int32_t* ids = lines.ids.data() + r0 * T;
     const double loss = model_forward(model, *acts, ids);
     loss_sum += loss * double(rows);

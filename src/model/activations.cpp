@@ -22,7 +22,7 @@ struct Carver {
   }
 };
 
-void carve(Activations& a, const ZayaConfig& c, Carver& m) {
+void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
   const int64_t B = a.B, T = a.T, N = B * T, D = c.hidden_size, d = c.head_dim();
   const int64_t Hq = c.q_heads(), Hk = c.kv_heads(), C = c.conv_channels();
   const DType f = DType::F32;
@@ -83,7 +83,7 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m) {
   a.h_final = m(f, {N, D});
   a.x_final = m(f, {N, D});
   a.rstd_final = m(f, {N});
-  a.logits = m(f, {N, c.vocab_size});
+  if (keep_logits) a.logits = m(f, {N, c.vocab_size});
   a.lse = m(f, {N});
   a.loss_rows = m(f, {N});
   BackwardScratch& g = a.g;
@@ -114,21 +114,22 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m) {
 
 }  // namespace
 
-size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T) {
+size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits) {
   Activations a;
   a.B = B, a.T = T;
   Carver measure;
-  carve(a, c, measure);
+  carve(a, c, measure, keep_logits);
   return measure.used;
 }
 
-Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_, Device device)
+Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_, Device device,
+                         bool keep_logits)
     : B(B_), T(T_) {
   Carver measure;
-  carve(*this, c, measure);
+  carve(*this, c, measure, keep_logits);
   mem_ = Buffer(measure.used, device);
   Carver real{static_cast<char*>(mem_.data()), 0, device};
-  carve(*this, c, real);
+  carve(*this, c, real, keep_logits);
 }
 
 }  // namespace zaya

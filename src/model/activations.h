@@ -66,14 +66,19 @@ struct Activations {
   Tensor rope_cos, rope_sin;  // [T, r/2] F32
   std::vector<LayerActs> layers;
   Tensor h_final, x_final, rstd_final;  // [N,D], [N,D], [N]
-  Tensor logits;                        // [N,V] (overwritten by dlogits in backward)
-  Tensor lse, loss_rows;                // [N], [N]
+  // [N,V] only with keep_logits (zaya eval --logits, tests that read them): model_forward then also
+  // writes the logits; undefined otherwise. The loss never needs them: the fused LM head
+  // (ops::lm_head_xent_forward/backward) works in tiles.
+  Tensor logits;
+  Tensor lse, loss_rows;  // [N], [N]
   BackwardScratch g;
 
-  Activations(const ZayaConfig& c, int64_t B, int64_t T, Device device = Device::Cpu);
+  Activations(const ZayaConfig& c, int64_t B, int64_t T, Device device = Device::Cpu,
+              bool keep_logits = false);
   Device device() const { return mem_.device(); }
-  // Bytes one Activations(c, B, T) allocates (to choose a micro-batch that fits in memory).
-  static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T);
+  // Bytes one Activations(c, B, T, device, keep_logits) allocates (to choose a micro-batch that
+  // fits in memory).
+  static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits = false);
 
  private:
   Activations() = default;

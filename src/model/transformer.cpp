@@ -79,8 +79,9 @@ double forward_loaded(const Model& m, Activations& a) {
   const LayerActs& last = a.layers.back();
   ops::merge_rmsnorm_forward(a.h_final, a.x_final, a.rstd_final, last.o, last.h, w.final_res.ao,
                              w.final_res.bo, w.final_res.ar, w.final_res.br, w.final_norm, eps);
-  ops::linear_forward(a.logits, a.x_final, w.embed, {});
-  ops::xent_forward(a.loss_rows, a.lse, a.logits, a.targets);
+  // The tied LM head and the loss in tiles (no [N,V] buffer); the logits only where kept.
+  ops::lm_head_xent_forward(a.loss_rows, a.lse, a.x_final, w.embed, a.targets);
+  if (a.logits.defined()) ops::linear_forward(a.logits, a.x_final, w.embed, {});
   const int64_t scored = ops::count_scored(a.targets);
   return scored ? ops::sum(a.loss_rows) / double(scored) : 0.0;
 }
@@ -97,8 +98,7 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
   BackwardScratch& g = a.g;
   const int64_t N = a.B * a.T;
 
-  ops::xent_backward(a.logits, a.logits, a.lse, a.targets, grad_scale);
-  ops::linear_backward(g.dx, dw.embed, {}, a.logits, a.x_final, w.embed);
+  ops::lm_head_xent_backward(g.dx, dw.embed, a.x_final, w.embed, a.lse, a.targets, grad_scale);
 
   Tensor dh_cur = g.dh_a, dh_prev = g.dh_b;  // gradients of h_i and h_{i−1}
   ops::fill_zero(dh_cur);

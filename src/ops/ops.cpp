@@ -581,6 +581,43 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
                    scale);
 }
 
+namespace {
+
+// The shapes of the fused LM head: x[N,D], w[V,D] (D > 0, V > 0), target I32 [N], lse[N].
+RowsOf check_lm_head(const char* op, const Tensor& x, const Tensor& w, const Tensor& lse,
+                     const Tensor& target) {
+  ZAYA_ASSERT(x.defined() && w.defined() && lse.defined() && target.defined(),
+              "{}: x, w, lse and target are required", op);
+  const RowsOf s = rows_of(x);
+  ZAYA_ASSERT(s.D > 0 && w.ndim == 2 && w.size(1) == s.D && w.size(0) > 0,
+              "{}: w {} must be [V,D] with V > 0 for x {}", op, w.shape_str(), x.shape_str());
+  check_float(x, w, lse);
+  check_numel(lse, s.N, "lm_head_xent: lse");
+  check_i32(target, s.N, "lm_head_xent: target");
+  return s;
+}
+
+}  // namespace
+
+void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x, const Tensor& w,
+                          const Tensor& target) {
+  const auto [N, D] = check_lm_head("lm_head_xent_forward", x, w, lse, target);
+  ZAYA_ASSERT(loss.defined(), "lm_head_xent_forward: loss is required");
+  check_float(x, loss);
+  check_numel(loss, N, "lm_head_xent_forward: loss");
+  ZAYA_OP_DISPATCH(lm_head_xent_forward, (loss, lse, x, w, target), loss, lse, x, w, target);
+}
+
+void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                           const Tensor& lse, const Tensor& target, double scale) {
+  const auto [N, D] = check_lm_head("lm_head_xent_backward", x, w, lse, target);
+  check_float(x, dx, dw);
+  if (dx.defined()) check_numel(dx, N * D, "lm_head_xent_backward: dx");
+  if (dw.defined()) check_numel(dw, w.numel(), "lm_head_xent_backward: dw");
+  ZAYA_OP_DISPATCH(lm_head_xent_backward, (dx, dw, x, w, lse, target), dx, dw, x, w, lse, target,
+                   scale);
+}
+
 // ---------------------------------------------------------------- decoding
 
 void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u, const Tensor& w0,

@@ -185,6 +185,20 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
 void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                    const Tensor& target, double scale);
 
+// Fused tied LM head + cross-entropy: the loss of logits = x[N,D] · w[V,D]ᵀ without an [N,V]
+// buffer. Logits are computed in tiles (row blocks × vocabulary chunks) into per-thread scratch
+// and folded into an online log-sum-exp; loss[N] and lse[N] as xent_forward of linear_forward's
+// logits (rows with target −1: loss 0, lse still written). Sums in f64 per row, exponentials in
+// f32 for F32 (ops/cpu/exp_vec.h) and f64 for F64. target I32 [N] in [−1, V).
+void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x, const Tensor& w,
+                          const Tensor& target);
+// With P = scale · (softmax − onehot(target)) (zero rows for target −1), recomputed tile by tile
+// from x, w and lse: dx[N,D] = P · w (overwrite) and dw[V,D] += Pᵀ · x. dx or dw may be undefined
+// (skipped). Same results as xent_backward + linear_backward up to rounding; the bits do not
+// depend on the thread count.
+void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                           const Tensor& lse, const Tensor& target, double scale);
+
 // ---------------------------------------------------------------- decoding (forward only)
 // The two-stage CCA conv continued from a carried state (spec §4.8). u[L,C] holds L new
 // consecutive positions of one sequence; state[2,C] holds the two raw columns before them

@@ -34,7 +34,7 @@ DeviceRun forward_backward(Model& m, const TokenLines& tl) {
   DeviceRun r;
   r.logits.resize(size_t(B * T * V));
   m.zero_grads();
-  Activations a(m.config(), B, T, m.device());
+  Activations a(m.config(), B, T, m.device(), /*keep_logits=*/true);
   r.loss = model_forward(m, a, tl.ids.data());
   device_copy(Tensor(r.logits.data(), {B * T, V}), a.logits);
   model_backward(m, a, 1.0 / double(B * (T - 1)));

@@ -46,7 +46,7 @@ std::vector<int32_t> random_tokens(int64_t T, int64_t V, uint64_t seed) {
 // Full-sequence logits [T, V] from the training forward.
 std::vector<float> full_logits(const Model& m, const std::vector<int32_t>& ids) {
   const int64_t T = int64_t(ids.size()), V = m.config().vocab_size;
-  Activations a(m.config(), 1, T);
+  Activations a(m.config(), 1, T, Device::Cpu, /*keep_logits=*/true);
   model_forward(m, a, ids.data());
   const float* p = a.logits.ptr<float>();
   return std::vector<float>(p, p + T * V);

@@ -61,7 +61,7 @@ TEST(DecodeBf16, MatchesTheRoundedF32Model) {
     EXPECT_EQ(bf16.matrix_dtype(), DType::BF16);
     std::vector<int32_t> ids;
     for (int t = 0; t < 9; ++t) ids.push_back(int32_t((t * 37 + 5) % m.config().vocab_size));
-    Activations a(m.config(), 1, int64_t(ids.size()));
+    Activations a(m.config(), 1, int64_t(ids.size()), Device::Cpu, /*keep_logits=*/true);
     model_forward(rounded, a, ids.data());
     const size_t n = ids.size() * size_t(m.config().vocab_size);
     const float* want = a.logits.ptr<float>();

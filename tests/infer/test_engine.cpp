@@ -32,7 +32,7 @@ std::vector<int32_t> greedy_by_recomputation(const Model& m, std::vector<int32_t
   std::vector<int32_t> out;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t T = int64_t(ids.size());
-    Activations a(m.config(), 1, T);
+    Activations a(m.config(), 1, T, Device::Cpu, /*keep_logits=*/true);
     model_forward(m, a, ids.data());
     const float* last = a.logits.ptr<float>() + (T - 1) * V;
     const int32_t next = int32_t(std::max_element(last, last + V) - last);  // first max

@@ -26,16 +26,18 @@ struct EvalRun {
   std::vector<float> logits;
 };
 
-// Forward (and backward of the mean loss into m's gradients) over rows [0, B) in chunks.
-EvalRun evaluate(Model& m, const TokenLines& tl, int64_t rows_per_chunk, bool backward) {
+// Forward (and backward of the mean loss into m's gradients) over rows [0, B) in chunks; the
+// logits are kept (and returned) unless keep_logits is false (the training path).
+EvalRun evaluate(Model& m, const TokenLines& tl, int64_t rows_per_chunk, bool backward,
+                 bool keep_logits = true) {
   const int64_t B = tl.rows, T = tl.cols, V = m.config().vocab_size;
-  EvalRun run{0, std::vector<float>(size_t(B * T * V))};
+  EvalRun run{0, std::vector<float>(keep_logits ? size_t(B * T * V) : 0)};
   m.zero_grads();
   for (int64_t r0 = 0; r0 < B; r0 += rows_per_chunk) {
     const int64_t rows = std::min(rows_per_chunk, B - r0);
-    Activations a(m.config(), rows, T);
+    Activations a(m.config(), rows, T, Device::Cpu, keep_logits);
     run.loss += model_forward(m, a, tl.ids.data() + r0 * T) * double(rows) / double(B);
-    std::memcpy(run.logits.data() + r0 * T * V, a.logits.data, a.logits.nbytes());
+    if (keep_logits) std::memcpy(run.logits.data() + r0 * T * V, a.logits.data, a.logits.nbytes());
     if (backward) model_backward(m, a, 1.0 / double(B * (T - 1)));
   }
   return run;
@@ -103,6 +105,26 @@ TEST(Model, SameInputsGiveTheSameBits) {
     EXPECT_EQ(a.loss, b.loss) << name;
     EXPECT_EQ(0, std::memcmp(a.logits.data(), b.logits.data(), a.logits.size() * 4)) << name;
     EXPECT_EQ(0, std::memcmp(grads_a.data(), m.grads(), grads_a.size() * 4)) << name;
+  }
+}
+
+// Training keeps no [N,V] logits (the fused LM head): its loss and gradients are the same bits as
+// with the logits kept, and the activations are smaller by exactly that buffer.
+TEST(Model, LogitsAreKeptOnlyWhenAsked) {
+  for (const std::string& name : twin_cases()) {
+    Model m = Model::load_dir(case_dir(name).string());
+    const ZayaConfig& c = m.config();
+    const TokenLines tl = read_token_lines((case_dir(name) / "tokens.txt").string(), c.vocab_size);
+    const EvalRun kept = evaluate(m, tl, tl.rows, true);
+    std::vector<float> grads_kept(m.grads(), m.grads() + m.layout().total);
+    const EvalRun lean = evaluate(m, tl, tl.rows, true, /*keep_logits=*/false);
+    EXPECT_EQ(kept.loss, lean.loss) << name;
+    EXPECT_EQ(0, std::memcmp(grads_kept.data(), m.grads(), grads_kept.size() * 4)) << name;
+    EXPECT_TRUE(Activations(c, tl.rows, tl.cols).logits.data == nullptr) << name;
+    EXPECT_GE(Activations::bytes_needed(c, tl.rows, tl.cols, true) -
+                  Activations::bytes_needed(c, tl.rows, tl.cols),
+              size_t(tl.rows * tl.cols * c.vocab_size) * sizeof(float))
+        << name;
   }
 }
 

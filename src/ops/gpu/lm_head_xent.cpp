@@ -1,0 +1,99 @@
+// The fused tied LM head + cross-entropy on the GPU (ops.h), composed from the GPU's own GEMM and
+// cross-entropy kernels over blocks of rows: each block's logits [rows, V] go to one bounded
+// Scratch (at most kScratchFloats floats, from the caching allocator: no allocation per step in
+// steady state), never the whole [N, V]. Forward: gemm, then xent_forward on the block. Backward:
+// the block's logits are recomputed, turned into dlogits in place by xent_backward, then
+// dx_block = dlogits · w (overwrite) and dw += dlogitsᵀ · x_block, blocks in order (deterministic).
+// A kernel that fuses the GEMM with the online log-sum-exp is issue 17's.
+#include <algorithm>
+
+#include "ops/backend.h"
+#include "ops/gpu/gemm.h"
+#include "ops/gpu/runtime.h"
+
+namespace zaya::ops::gpu {
+
+using namespace zaya::gpu;
+
+namespace {
+
+constexpr int64_t kScratchFloats = int64_t(1) << 24;  // 64 MiB of logits per block
+
+struct Blocks {
+  int64_t N, D, V, rows;  // rows per block
+};
+
+Blocks blocks_of(const Tensor& x, const Tensor& w) {
+  const int64_t D = x.size(-1), N = x.numel() / D, V = w.size(0);
+  return {N, D, V, std::max<int64_t>(1, std::min(N, kScratchFloats / V))};
+}
+
+Tensor on_gpu(float* p, int64_t rows, int64_t V) {
+  Tensor t(p, {rows, V});
+  t.device = Device::Gpu;
+  return t;
+}
+
+// logits[rows, V] = x[r0 … r0+rows) · wᵀ.
+void block_logits(float* logits, const Tensor& x, const Tensor& w, const Blocks& b, int64_t r0,
+                  int64_t rows) {
+  Gemm g;
+  g.M = rows, g.N = b.V, g.K = b.D;
+  g.a = GemmOperand{x.ptr<float>() + r0 * b.D, DType::F32, b.D, false};
+  g.b = GemmOperand{w.data, DType::F32, b.D, true};
+  g.c = logits, g.ldc = b.V;
+  gemm(g);
+}
+
+}  // namespace
+
+void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x, const Tensor& w,
+                          const Tensor& target) {
+  ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_forward: the GPU computes in F32");
+  const Blocks b = blocks_of(x, w);
+  if (b.N == 0) return;
+  const Tensor loss_N = loss.view({b.N}), lse_N = lse.view({b.N}), target_N = target.view({b.N});
+  Scratch logits(size_t(b.rows * b.V) * sizeof(float));
+  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
+    const int64_t rows = std::min(b.rows, b.N - r0);
+    block_logits(logits.as<float>(), x, w, b, r0, rows);
+    xent_forward(loss_N.rows(r0, r0 + rows), lse_N.rows(r0, r0 + rows),
+                 on_gpu(logits.as<float>(), rows, b.V), target_N.rows(r0, r0 + rows));
+  }
+}
+
+void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
+                           const Tensor& lse, const Tensor& target, double scale) {
+  ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_backward: the GPU computes in F32");
+  const Blocks b = blocks_of(x, w);
+  if (b.N == 0 || (!dx.defined() && !dw.defined())) return;
+  const Tensor lse_N = lse.view({b.N}), target_N = target.view({b.N});
+  Scratch dlogits(size_t(b.rows * b.V) * sizeof(float));
+  float* p = dlogits.as<float>();
+  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
+    const int64_t rows = std::min(b.rows, b.N - r0);
+    block_logits(p, x, w, b, r0, rows);
+    const Tensor block = on_gpu(p, rows, b.V);
+    xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
+    if (dx.defined()) {  // dx[r0 …, D] = dlogits · w
+      Gemm g;
+      g.M = rows, g.N = b.D, g.K = b.V;
+      g.a = GemmOperand{p, DType::F32, b.V, false};
+      g.b = GemmOperand{w.data, DType::F32, b.D, false};
+      g.c = dx.ptr<float>() + r0 * b.D, g.ldc = b.D;
+      g.beta = 0.0f;
+      gemm(g);
+    }
+    if (dw.defined()) {  // dw[V, D] += dlogitsᵀ · x[r0 …]
+      Gemm g;
+      g.M = b.V, g.N = b.D, g.K = rows;
+      g.a = GemmOperand{p, DType::F32, b.V, true};
+      g.b = GemmOperand{x.ptr<float>() + r0 * b.D, DType::F32, b.D, false};
+      g.c = dw.ptr<float>(), g.ldc = b.D;
+      g.beta = 1.0f;
+      gemm(g);
+    }
+  }
+}
+
+}  // namespace zaya::ops::gpu
