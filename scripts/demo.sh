@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The main job: train a tiny ZAYA1 on the King James Bible (Debian's bible-kjv) and sample
+# The main job: train a small ZAYA1 on the King James Bible (Debian's bible-kjv) and sample
 # from it. Steps: dump the text → one document per chapter → train a 1024-token byte-fallback
-# BPE → token shards (with a validation split) → `zaya train configs/tiny-kjv.toml` (prints
+# BPE → token shards (with a validation split) → `zaya train configs/kjv.toml` (prints
 # step lines, validation loss and samples; checkpoints under runs/) → evaluate the result.
 # Run after `make build` (the Makefile's demo target does). Re-running resumes/reuses.
 set -euo pipefail
@@ -30,11 +30,11 @@ if [ ! -f "$data/shards/dataset.json" ]; then
     --out "$data/shards"
 fi
 
-echo "== training (configs/tiny-kjv.toml; resumes from runs/tiny-kjv/checkpoints if present)"
-$zaya train --config configs/tiny-kjv.toml "$@"
+echo "== training (configs/kjv.toml; resumes from runs/kjv/checkpoints if present)"
+$zaya train --config configs/kjv.toml "$@"
 
 echo "== the trained model is a Hugging Face-layout directory:"
-model="$(ls -d runs/tiny-kjv/checkpoints/step_*/model | tail -n 1)"
+model="$(ls -d runs/kjv/checkpoints/step_*/model | tail -n 1)"
 ls "$model"
 
 echo "== sampling from it with the KV-cached decoder (zaya generate)"
