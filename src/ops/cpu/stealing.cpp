@@ -7,6 +7,8 @@
 // ran), so a helper that wakes late or reads a stale generation can never run the wrong loop.
 #include "ops/cpu/stealing.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -73,6 +75,11 @@ class Team {
  public:
   Team() : ranges_(std::make_unique<ChunkRange[]>(kMaxThreads)) {}
   ~Team() {
+    // A forked child that exits normally has the thread objects but not the threads.
+    if (getpid() != pid_) {
+      for (std::thread& t : helpers_) t.detach();
+      return;
+    }
     stop_.store(true);
     gen_.fetch_add(1);
     gen_.notify_all();
@@ -127,7 +134,7 @@ class Team {
       auto fresh = [&] { return gen_.load(std::memory_order_acquire) != seen; };
       spin_until(fresh, kHelperSpin, [&] {  // then sleep until the next loop
         sleepers_.fetch_add(1);
-        if (!fresh()) gen_.wait(seen);
+        if (gen_.load() == seen) gen_.wait(seen);  // seq_cst: pairs with run()'s gen_/sleepers_
         sleepers_.fetch_sub(1);
         return true;
       });
@@ -139,6 +146,7 @@ class Team {
 
   std::unique_ptr<ChunkRange[]> ranges_;
   std::vector<std::thread> helpers_;  // touched only by the thread holding busy_
+  const pid_t pid_ = getpid();
   std::atomic<bool> busy_{false}, stop_{false};
   std::atomic<Task> task_{nullptr};
   std::atomic<void*> ctx_{nullptr};
