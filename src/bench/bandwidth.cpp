@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/assert.h"
+#include "ops/cpu/stealing.h"
 
 namespace zaya {
 
@@ -42,10 +44,16 @@ double best_rate(int reps, F&& f) {
 
 }  // namespace
 
+// The passes run on the team of ops/cpu/stealing.h in chunks of 1 MiB: each thread streams its
+// contiguous half and takes the far end of a slower one's, as the decode GEMVs do, so on a shared
+// machine a descheduled thread slows the probe no more than it slows decode.
+constexpr int64_t kChunkFloats = int64_t(1) << 18;
+
 struct BandwidthProbe::Buffers {
-  size_t n;                 // floats per buffer
-  Buffer src, dst;          // dst: allocated by the first copy pass
-  volatile float sink = 0;  // keeps the sums alive
+  size_t n;                    // floats per buffer
+  Buffer src, dst;             // dst: allocated by the first copy pass
+  std::vector<float> partial;  // per-chunk sums of a read pass
+  volatile float sink = 0;     // keeps the sums alive
 };
 
 BandwidthProbe::BandwidthProbe(size_t bytes) : b_(std::make_unique<Buffers>()) {
@@ -56,40 +64,39 @@ BandwidthProbe::BandwidthProbe(size_t bytes) : b_(std::make_unique<Buffers>()) {
 BandwidthProbe::~BandwidthProbe() = default;
 
 double BandwidthProbe::read_pass() {
-  const size_t n = b_->n;
+  const int64_t n = int64_t(b_->n);
   const float* s = b_->src.get();
+  const int64_t chunks = (n + kChunkFloats - 1) / kChunkFloats;
+  b_->partial.resize(size_t(chunks));
   const double t0 = omp_get_wtime();
-  float total = 0;
-#pragma omp parallel reduction(+ : total)
-  {  // each thread sums its contiguous slice
-    const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
-    const size_t begin = n * id / nt, end = n * (id + 1) / nt;
+  ops::cpu::for_chunks_stealing(n, kChunkFloats, true, [&](int64_t i0, int64_t i1) {
     constexpr int kLanes = 64;  // 4 AVX-512 / 8 AVX2 independent accumulators
     float acc[kLanes] = {};
-    size_t i = begin;
-    for (; i + kLanes <= end; i += kLanes)
+    int64_t i = i0;
+    for (; i + kLanes <= i1; i += kLanes)
       for (int l = 0; l < kLanes; ++l) acc[l] += s[i + l];
-    for (; i < end; ++i) acc[0] += s[i];
+    for (; i < i1; ++i) acc[0] += s[i];
+    float total = 0;
     for (int l = 0; l < kLanes; ++l) total += acc[l];
-  }
+    b_->partial[size_t(i0 / kChunkFloats)] = total;
+  });
   const double t = omp_get_wtime() - t0;
+  float total = 0;
+  for (float p : b_->partial) total += p;
   b_->sink = b_->sink + total;
-  return double(n * sizeof(float)) / t;
+  return double(n) * sizeof(float) / t;
 }
 
 double BandwidthProbe::copy_pass() {
-  const size_t n = b_->n;
-  if (!b_->dst) b_->dst = make_buffer(n, 0.0f);  // only copy probes need the second buffer
+  const int64_t n = int64_t(b_->n);
+  if (!b_->dst) b_->dst = make_buffer(size_t(n), 0.0f);  // only copy probes need the second buffer
   const float* s = b_->src.get();
   float* d = b_->dst.get();
   const double t0 = omp_get_wtime();
-#pragma omp parallel
-  {  // each thread copies its contiguous slice
-    const size_t nt = size_t(omp_get_num_threads()), id = size_t(omp_get_thread_num());
-    const size_t begin = n * id / nt, end = n * (id + 1) / nt;
-    std::memcpy(d + begin, s + begin, (end - begin) * sizeof(float));
-  }
-  return 2.0 * double(n * sizeof(float)) / (omp_get_wtime() - t0);
+  ops::cpu::for_chunks_stealing(n, kChunkFloats, true, [&](int64_t i0, int64_t i1) {
+    std::memcpy(d + i0, s + i0, size_t(i1 - i0) * sizeof(float));
+  });
+  return 2.0 * double(n) * sizeof(float) / (omp_get_wtime() - t0);
 }
 
 double measure_copy_bandwidth(size_t bytes, int reps) {

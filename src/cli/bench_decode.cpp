@@ -6,8 +6,12 @@
 // skip class reads none, a batch may read several), so the rate is bounded by bandwidth / bytes
 // per step. Printed: decode tokens/s, the median step, weight bytes read per step, the bandwidth
 // that implies, the machine's read-only and copy bandwidth (bench/bandwidth.h), and their ratio.
-// The bound uses the larger of the two bandwidths, so the ratio is never flattered by the choice
-// of yardstick.
+// The bound is the read-only bandwidth: a decode step reads its weights and writes next to
+// nothing, so bytes read per step over bytes read per second is the honest limit. The copy
+// figure (read + written bytes of a memcpy, STREAM's convention) is printed beside it and is not
+// a bound for a read-only stream: where a core's read rate is limited by its outstanding misses
+// (a VM slice of a large host) a copy can move more bytes per second than a read, and a bound
+// taken from it then asks the decoder for a rate no read-only stream reaches.
 //
 // The samples are paired in time: every timed decode step is followed by one pass of each
 // bandwidth probe, and the ratio compares the median over steps of (bytes read / step time) with
@@ -135,13 +139,12 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   const double median_step_s = median(step_s);
   const double achieved = median(step_rates);  // weight bytes streamed per second
   const double read_bw = median(read_rates), copy_bw = median(copy_rates);
-  const double bound_bw = std::max(read_bw, copy_bw);
+  const double bound_bw = read_bw;
   const double bound_rate = bound_bw / bytes_per_step;
   const double ratio = achieved / bound_bw;
   // The same comparison with means (total bytes over total time on both sides): outlier steps
   // and outlier probe passes count here.
-  const double ratio_of_means =
-      bytes_total / decode_s / std::max(rate_of_passes(read_rates), rate_of_passes(copy_rates));
+  const double ratio_of_means = bytes_total / decode_s / rate_of_passes(read_rates);
   if (a.json) {
     nlohmann::json j = {{"model", im->source()},
                         {"dtype", std::string(dtype_name(im->matrix_dtype()))},
@@ -181,11 +184,13 @@ int run_bench_decode(const BenchDecodeArgs& a) {
       "read bandwidth        %.2f GB/s (read-only stream; median of %lld passes, one after "
       "each step)\n",
       read_bw / 1e9, (long long)steps);
-  std::printf("copy bandwidth        %.2f GB/s (memcpy, read + written; median of %lld passes)\n",
-              copy_bw / 1e9, (long long)steps);
-  std::printf("bound                 %.2f steps/s (%.2f GB/s / %.1f MiB)\n", bound_rate,
-              bound_bw / 1e9, bytes_per_step / double(1 << 20));
-  std::printf("ratio                 %.1f%% of the bandwidth bound (achieved / bandwidth)\n",
+  std::printf(
+      "copy bandwidth        %.2f GB/s (memcpy, read + written; median of %lld passes; not the "
+      "bound)\n",
+      copy_bw / 1e9, (long long)steps);
+  std::printf("bound                 %.2f steps/s (read bandwidth %.2f GB/s / %.1f MiB)\n",
+              bound_rate, bound_bw / 1e9, bytes_per_step / double(1 << 20));
+  std::printf("ratio                 %.1f%% of the bandwidth bound (achieved / read bandwidth)\n",
               100.0 * ratio);
   std::printf("ratio of means        %.1f%% (all steps / all probe passes, outliers included)\n",
               100.0 * ratio_of_means);

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "ops/cpu/stealing.h"
@@ -64,12 +65,14 @@ TEST(ForChunksStealing, NestedCallStillCoversEverything) {
   omp_set_num_threads(omp_get_num_procs());
 }
 
-// A thread that is held up has its chunks taken by the others: the slow thread does fewer.
+// A thread that is held up has its chunks taken by the others: the slow thread (the caller) does
+// fewer.
 TEST(ForChunksStealing, IdleThreadsTakeTheChunksOfASlowOne) {
   omp_set_num_threads(2);
   std::atomic<int> by_slow{0}, by_fast{0};
+  const std::thread::id caller = std::this_thread::get_id();
   for_chunks_stealing(64, 1, true, [&](int64_t, int64_t) {
-    if (omp_get_thread_num() == 0) {
+    if (std::this_thread::get_id() == caller) {
       by_slow++;
       const double t0 = omp_get_wtime();
       while (omp_get_wtime() - t0 < 4e-3) {  // 32 own chunks: a 128 ms window to steal in
@@ -81,4 +84,27 @@ TEST(ForChunksStealing, IdleThreadsTakeTheChunksOfASlowOne) {
   omp_set_num_threads(omp_get_num_procs());
   EXPECT_EQ(by_slow + by_fast, 64);
   EXPECT_LT(by_slow.load(), 32) << "the fast thread stole nothing";
+}
+
+// Many short loops back to back (a helper that wakes late must never run a chunk of the wrong
+// loop), loops started from inside a loop's body (they run serially on that thread) and loops
+// started by two threads at once (one gets the team, the other runs alone): every index of every
+// loop is visited exactly once.
+TEST(ForChunksStealing, BackToBackNestedAndConcurrentLoops) {
+  omp_set_num_threads(2);
+  for (int rep = 0; rep < 2000; ++rep) check_cover(1 + rep % 97, 1 + rep % 5, true);
+  std::vector<std::atomic<int>> seen(64 * 50);
+  for_chunks_stealing(64, 1, true, [&](int64_t i0, int64_t) {
+    for_chunks_stealing(50, 3, true, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) seen[size_t(i0 * 50 + j)]++;
+    });
+  });
+  for (const auto& v : seen) ASSERT_EQ(v.load(), 1);
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 3; ++t)
+    callers.emplace_back([] {
+      for (int rep = 0; rep < 300; ++rep) check_cover(257, 8, true);
+    });
+  for (std::thread& t : callers) t.join();
+  omp_set_num_threads(omp_get_num_procs());
 }

@@ -13,8 +13,9 @@
 // so the bits do not depend on the thread count or on how tasks are scheduled.
 //
 // Parallel plan: few queries (decode, L·Hk small) → one task per (query, kv head, chunk), partials
-// in a buffer, then a merge pass; many queries (prefill over a cache) → one task per (query, kv
-// head), chunks merged as they are produced. Both run the same arithmetic.
+// in a buffer, then a merge pass, both on the decode team of ops/cpu/stealing.h; many queries
+// (prefill over a cache) → one task per (query, kv head), chunks merged as they are produced. Both
+// run the same arithmetic.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,6 +25,7 @@
 #include "ops/check.h"
 #include "ops/cpu/exp_vec.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/stealing.h"
 
 namespace zaya::ops::cpu {
 
@@ -149,11 +151,13 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
     // Few (query, kv head) pairs: split their keys across tasks, then merge in chunk order.
     std::vector<float> parts(size_t(L * Hk * max_chunks * part));
     const int64_t tasks = L * Hk * max_chunks;
-#pragma omp parallel if (parallel)
-    {
-      std::vector<float> qs(G * d), s(G * kChunk);
-#pragma omp for schedule(static)
-      for (int64_t task = 0; task < tasks; ++task) {
+    // On the decode team (ops/cpu/stealing.h) rather than an OpenMP region: decode runs one of
+    // these per attention layer per token, between the GEMVs that use that team.
+    for_chunks_stealing(tasks, 1, parallel, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> qs, s;
+      qs.resize(size_t(G * d));
+      s.resize(size_t(G * kChunk));
+      for (int64_t task = t0; task < t1; ++task) {
         const int64_t ig = task / max_chunks, c = task % max_chunks, i = ig / Hk, g = ig % Hk;
         if (c >= D.chunks(i)) continue;  // beyond this query's position
         const int64_t tau0 = c * kChunk, tau1 = std::min(tau0 + kChunk, D.S - L + i + 1);
@@ -161,8 +165,9 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
         load_queries(qs.data(), q, D, i, g, scale);
         chunk_partial(pm, pm + G, pm + 2 * G, s.data(), qs.data(), k, v, D, g, tau0, tau1);
       }
-#pragma omp for schedule(static)
-      for (int64_t ig = 0; ig < L * Hk; ++ig) {
+    });
+    for_chunks_stealing(L * Hk, 1, parallel && max_chunks > 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t ig = p0; ig < p1; ++ig) {
         const int64_t i = ig / Hk, g = ig % Hk;
         float* run = parts.data() + ig * max_chunks * part;  // chunk 0's partial is the start
         for (int64_t c = 1; c < D.chunks(i); ++c) {
@@ -171,7 +176,7 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
         }
         write_output(o, run + G, run + 2 * G, D, i, g);
       }
-    }
+    });
     return;
   }
   // Many pairs: one task per (query, kv head), chunks merged in order as they are produced.

@@ -20,6 +20,7 @@
 #include "ops/check.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/stealing.h"
 
 namespace zaya::ops::cpu {
 
@@ -89,10 +90,13 @@ void step_forward(float* z_LC, float* state_2C, const float* u_LC, const Tensor&
   // One position writes z directly (its group rows are contiguous); more go through zg[G][L][d].
   float* out = L == 1 ? z_LC : zg.data();
   // (BF16 prefill chunks, L > 16, go to widened sgemm tiles, which are threaded inside.)
-#pragma omp parallel for schedule(static) if (L * C * d > kParallelMin && \
-                                              (w1.dtype == DType::F32 || L <= 16))
-  for (int64_t g = 0; g < G; ++g)
-    stage1_group(out + g * L * d, pair.data() + g * L * 2 * d, w1, b1_C + g * d, g, L, d);
+  // On the decode team (ops/cpu/stealing.h), which the decode GEMVs around this use too.
+  for_chunks_stealing(G, 1, L * C * d > kParallelMin && (w1.dtype == DType::F32 || L <= 16),
+                      [&](int64_t g0, int64_t g1) {
+                        for (int64_t g = g0; g < g1; ++g)
+                          stage1_group(out + g * L * d, pair.data() + g * L * 2 * d, w1,
+                                       b1_C + g * d, g, L, d);
+                      });
   if (L > 1)
     for (int64_t g = 0; g < G; ++g)
       for (int64_t t = 0; t < L; ++t)

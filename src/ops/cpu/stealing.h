@@ -7,39 +7,37 @@
 // while the main thread spent ~18% longer in the GEMVs; stealing moved the decode ratio from
 // 70.5% to 75.0% of the bandwidth bound (mean of 4 alternating runs each).
 //
+// The loop does not run on OpenMP's team but on a team of its own (stealing.cpp: the caller and
+// omp_get_max_threads() − 1 helper threads), because of what a fork/join costs on a machine whose
+// cores are shared: an OpenMP region ends at a barrier that waits for every team member, and
+// libgomp's members spin (up to GOMP_SPINCOUNT, milliseconds) while they wait. With more runnable
+// threads than cores the member being waited for is often descheduled while the other spins
+// away the time slice it needs; decode runs ~200 such regions per token, and at a load of ~8 on 2
+// cores bench decode fell to 0.7 tokens/s (14–19% of the bandwidth bound) where
+// OMP_WAIT_POLICY=passive gave 3.4. Here the caller never waits for a helper that has not started:
+// a helper that wakes late finds every chunk claimed and goes back to waiting; the caller waits
+// only for chunks a helper has claimed and not finished. Helpers spin briefly between loops
+// (decode calls them every few hundred microseconds) and then sleep on a futex.
+//
 // Every chunk is claimed exactly once (a compare-and-swap on its owner's [front, back) pair), so
 // which thread computes an index never changes what is computed: results do not depend on the
-// thread count or on timing as long as body(i0, i1) writes only its own outputs.
+// thread count or on timing as long as body(i0, i1) writes only its own outputs. Inside an OpenMP
+// parallel region, from a helper, or while another thread's loop holds the team, the loop runs
+// serially on the calling thread.
 #pragma once
 #include <omp.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <memory>
 
 namespace zaya::ops::cpu {
 
 namespace detail {
 
-// One thread's chunks [front, back), packed so that both ends move with one CAS.
-struct alignas(64) ChunkRange {
-  std::atomic<uint64_t> v{0};
-  static uint64_t pack(uint32_t front, uint32_t back) { return uint64_t(back) << 32 | front; }
-  // Claims the first (owner) or the last (thief) chunk; false once the range is empty.
-  bool take(bool from_front, uint32_t& chunk) {
-    uint64_t cur = v.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint32_t front = uint32_t(cur), back = uint32_t(cur >> 32);
-      if (front >= back) return false;
-      const uint64_t next = from_front ? pack(front + 1, back) : pack(front, back - 1);
-      if (v.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
-        chunk = from_front ? front : back - 1;
-        return true;
-      }
-    }
-  }
-};
+// Runs task(ctx, c) once for every chunk c in [0, chunks), on the caller and threads − 1 helpers,
+// and returns when all have run. False (nothing run) when the team is unavailable (called from a
+// helper, or another thread's loop holds it): the caller then runs the loop itself.
+bool run_on_team(int64_t chunks, int threads, void (*task)(void*, int64_t), void* ctx);
 
 }  // namespace detail
 
@@ -51,24 +49,18 @@ void for_chunks_stealing(int64_t n, int64_t chunk, bool parallel, Body&& body) {
   chunk = std::max<int64_t>(chunk, 1);
   const int64_t chunks = (n + chunk - 1) / chunk;
   const int T = omp_get_max_threads();
-  if (!parallel || T < 2 || chunks < 2 || chunks > int64_t(UINT32_MAX)) {
-    body(int64_t(0), n);
-    return;
+  if (parallel && T >= 2 && chunks >= 2 && chunks <= int64_t(UINT32_MAX) && !omp_in_parallel()) {
+    struct Ctx {
+      Body* body;
+      int64_t n, chunk;
+    } ctx{&body, n, chunk};
+    auto task = [](void* p, int64_t c) {
+      const Ctx& x = *static_cast<const Ctx*>(p);
+      (*x.body)(c * x.chunk, std::min(x.n, (c + 1) * x.chunk));
+    };
+    if (detail::run_on_team(chunks, T, task, &ctx)) return;
   }
-  const auto ranges = std::make_unique<detail::ChunkRange[]>(size_t(T));
-  for (int t = 0; t < T; ++t)
-    ranges[size_t(t)].v.store(
-        detail::ChunkRange::pack(uint32_t(chunks * t / T), uint32_t(chunks * (t + 1) / T)));
-  auto run = [&](uint32_t c) { body(int64_t(c) * chunk, std::min(n, (int64_t(c) + 1) * chunk)); };
-#pragma omp parallel num_threads(T)
-  {
-    // A team smaller than T (nested parallelism) leaves ranges without an owner: they are stolen.
-    const int id = omp_get_thread_num();
-    uint32_t c;
-    while (ranges[size_t(id)].take(true, c)) run(c);
-    for (int k = 1; k < T; ++k)
-      while (ranges[size_t((id + k) % T)].take(false, c)) run(c);
-  }
+  body(int64_t(0), n);
 }
 
 }  // namespace zaya::ops::cpu
