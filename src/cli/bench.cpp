@@ -1,5 +1,5 @@
-// zaya bench decode|comm|step: benchmarks that report ratios measured in the same run (achieved vs the
-// machine's own bound), never bare times. Each subcommand lives in its own file.
+// zaya bench decode|comm|step: benchmarks that report ratios measured in the same run (achieved vs
+// the machine's own bound), never bare times. Each subcommand lives in its own file.
 #include <memory>
 #include <vector>
 

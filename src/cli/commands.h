@@ -27,7 +27,8 @@ Action add_data_command(CLI::App& app);
 Action add_train_command(CLI::App& app);
 Action add_generate_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
-// `zaya bench decode|comm|step …`: bench.cpp registers `bench`, each file below one of its subcommands.
+// `zaya bench decode|comm|step …`: bench.cpp registers `bench`, each file below one of its
+// subcommands.
 Action add_bench_command(CLI::App& app);
 Action add_bench_decode_command(CLI::App& bench);
 Action add_bench_comm_command(CLI::App& bench);
