@@ -215,11 +215,11 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
 
 // ---------------------------------------------------------------- optimizer math
 // Muon's quintic Newton–Schulz orthogonalisation (system.md §3); an op without backward.
-// g[rows,cols] → out[rows,cols] (may alias g). Works on the short side first (transposes when
-// rows > cols), X = G/(‖G‖_F + 1e-7), then `steps` times: A = X·Xᵀ, B = b·A + c·A·A,
+// g[rows,cols] → out[rows,cols] (may alias g). Works on the short side (the Gram matrix of the
+// smaller dimension), X = G/(‖G‖_F + 1e-7), then `steps` times: A = X·Xᵀ, B = b·A + c·A·A,
 // X = a·X + B·X with (a,b,c) = (3.4445, −4.7750, 2.0315). symmetric: A and A·A as symmetric
-// rank-k updates (?syrk, half the work); otherwise plain ?gemm. Same result up to rounding;
-// deterministic.
+// products (upper triangle only, half the work; CPU: ops/cpu/syrk.h); otherwise plain GEMMs.
+// Same result up to rounding; deterministic.
 void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric);
 
 // ---------------------------------------------------------------- memory: fill, copy, rows
