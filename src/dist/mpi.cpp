@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core/assert.h"
+#include "core/heartbeat.h"
 #include "core/timer.h"
 #include "dist/group_impl.h"
 
@@ -136,6 +137,7 @@ class MpiGroup final : public Group {
   void all_reduce(const Tensor& buf, ReduceOp op) override {
     check_usable("all_reduce");
     check_buffer("all_reduce", buf);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_reduce");
     const size_t elem = dtype_size(buf.dtype);
     const int64_t piece = int64_t(kReducePieceBytes / elem);
     for (int64_t at = 0; at < buf.numel() || at == 0; at += piece) {
@@ -151,6 +153,7 @@ class MpiGroup final : public Group {
   void reduce_scatter(const Tensor& send, const Tensor& recv) override {
     check_usable("reduce_scatter");
     check_chunks("reduce_scatter", send, recv, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "reduce_scatter");
     const int64_t chunk = chunk_count("reduce_scatter", recv);
     const size_t elem = dtype_size(send.dtype);
     char* mine = static_cast<char*>(send.data) + size_t(rank_) * recv.nbytes();
@@ -189,6 +192,7 @@ class MpiGroup final : public Group {
   void all_gather(const Tensor& send, const Tensor& recv) override {
     check_usable("all_gather");
     check_chunks("all_gather", recv, send, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_gather");
     const int n = chunk_count("all_gather", send);
     const char* mine = static_cast<const char*>(recv.data) + size_t(rank_) * send.nbytes();
     const void* from = send.data == mine && n > 0 ? MPI_IN_PLACE : send.data;
@@ -202,6 +206,7 @@ class MpiGroup final : public Group {
     check_usable("broadcast");
     check_buffer("broadcast", buf);
     check_root("broadcast", root, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "broadcast");
     const size_t elem = dtype_size(buf.dtype);
     for (int64_t at = 0; at < buf.numel() || at == 0; at += kMaxPiece) {
       const int n = int(std::min(buf.numel() - at, kMaxPiece));
@@ -215,6 +220,7 @@ class MpiGroup final : public Group {
 
   void barrier() override {
     check_usable("barrier");
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "barrier");
     MPI_Request req;
     ZAYA_MPI_CHECK(MPI_Ibarrier(comm_, &req));
     wait(req, "barrier");

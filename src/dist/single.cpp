@@ -3,6 +3,7 @@
 // one process with `single` makes the same calls it would make on N ranks.
 #include <cstring>
 
+#include "core/heartbeat.h"
 #include "dist/group_impl.h"
 
 namespace zaya::dist {
@@ -14,20 +15,28 @@ class SingleGroup final : public Group {
   int size() const override { return 1; }
   std::string backend() const override { return "single"; }
 
-  void all_reduce(const Tensor& buf, ReduceOp) override { check_buffer("all_reduce", buf); }
+  void all_reduce(const Tensor& buf, ReduceOp) override {
+    check_buffer("all_reduce", buf);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_reduce");
+  }
   void reduce_scatter(const Tensor& send, const Tensor& recv) override {
     check_chunks("reduce_scatter", send, recv, 1);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "reduce_scatter");
     copy(recv, send);
   }
   void all_gather(const Tensor& send, const Tensor& recv) override {
     check_chunks("all_gather", recv, send, 1);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_gather");
     copy(recv, send);
   }
   void broadcast(const Tensor& buf, int root) override {
     check_buffer("broadcast", buf);
     check_root("broadcast", root, 1);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "broadcast");
   }
-  void barrier() override {}
+  void barrier() override {
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "barrier");
+  }
 
  private:
   static void copy(const Tensor& dst, const Tensor& src) {
