@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/heartbeat.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"zaya — train and run ZAYA1-architecture mixture-of-experts language models"};
@@ -34,11 +35,9 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, act] : commands)
       if (sub->parsed()) return act();
-  } catch (const zaya::Error& e) {
+  } catch (const std::exception& e) {  // zaya::Error and the rest: one line, exit 1
     std::fprintf(stderr, "zaya: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "zaya: error: %s\n", e.what());
+    zaya::heartbeat::record_error(e.what());  // for `zaya supervise`
     return 1;
   }
   return 1;

@@ -42,8 +42,9 @@ int run_train(const TrainArgs& a) {
       s.val_status.empty()
           ? fmt::format("val_loss {} → {}", val(s.first_val_loss), val(s.last_val_loss))
           : s.val_status;
-  log_info("train: {} steps in {:.1f}s, loss {:.4f} → {:.4f}, {}, {} skipped", s.steps_done,
-           s.seconds, s.first_loss, s.last_loss, val_part, s.skipped);
+  log_info("train: {} steps in {:.1f}s, loss {:.4f} → {:.4f}, {}, {} skipped{}", s.steps_done,
+           s.seconds, s.first_loss, s.last_loss, val_part, s.skipped,
+           s.rollbacks ? fmt::format(", {} rollback(s)", s.rollbacks) : "");
   return 0;
 }
 

@@ -200,6 +200,23 @@ Scope::~Scope() {
   s.write_locked();
 }
 
+void record_error(const std::string& message) {
+  State& s = state();
+  if (s.dir.empty()) return;
+  int rank = s.rank;
+  if (!s.started)
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+      if (const char* v = std::getenv(var); v && *v) {
+        rank = std::atoi(v);
+        break;
+      }
+  const std::string path = fmt::format("{}/error_rank{:05d}.txt", s.dir, rank);
+  if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+    std::fprintf(f, "%s\n", message.c_str());
+    std::fclose(f);
+  }
+}
+
 void set_section_hook(SectionHook hook) {
   State& s = state();
   std::lock_guard lock(s.mu);

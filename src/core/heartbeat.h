@@ -54,6 +54,11 @@ class Scope {
   double start_;
 };
 
+// Writes ZAYA_SUPERVISE_DIR/error_rankRRRRR.txt with the message that ends this process (main's
+// handler of zaya::Error); no-op when not supervised. The rank is heartbeat's, else the launcher's
+// (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID), else 0.
+void record_error(const std::string& message);
+
 // Runs at every section entry with the step in progress (fault injection: train/faults.h).
 using SectionHook = void (*)(int64_t step, Section s);
 void set_section_hook(SectionHook hook);

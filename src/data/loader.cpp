@@ -113,7 +113,11 @@ void TokenLoader::next_batch(int32_t* out, int64_t rows) {
     const uint64_t g = first + uint64_t(j);
     read_window(window_at(state_.epoch + g / windows_, g % windows_), out + j * window_);
   }
-  const uint64_t advanced = state_.position + uint64_t(rows) * uint64_t(world_);
+  advance(uint64_t(rows) * uint64_t(world_));
+}
+
+void TokenLoader::advance(uint64_t global_rows) {
+  const uint64_t advanced = state_.position + global_rows;
   state_.epoch += advanced / windows_;
   state_.position = advanced % windows_;
 }

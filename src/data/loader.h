@@ -47,6 +47,9 @@ class TokenLoader {
   // The same rows split for next-token training: inputs[rows, W−1] are each window's first W−1
   // tokens and targets[rows, W−1] the W−1 after the first (the next token of each input).
   void next_batch(int32_t* inputs, int32_t* targets, int64_t rows);
+  // Advances the state by `global_rows` rows (next_batch(·, rows) advances it by rows·world),
+  // reading nothing: a skipped data window.
+  void advance(uint64_t global_rows);
   // The tokens of window k (in stream order, not shuffled) into out[0, window).
   void read_window(int64_t k, int32_t* out) const;
   // The stream index of the window at global row g of epoch e (the permutation).

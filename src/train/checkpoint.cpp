@@ -28,6 +28,7 @@
 #include "io/zaya_config.h"
 #include "model/model.h"
 #include "train/async_writer.h"
+#include "train/faults.h"
 
 namespace zaya {
 
@@ -459,6 +460,7 @@ std::string finish_checkpoint(const std::string& root, const std::string& tmp, i
     }
     fsync_path(tmp + "/optimizer", true);
 
+    faults::at_checkpoint_write(step);  // kill@step:N:section:checkpoint: a torn checkpoint
     // Manifest last: it is what makes the checkpoint complete.
     json files = json::array();
     for (const std::string& rel : list_files(tmp)) {
@@ -565,13 +567,25 @@ std::string verify_checkpoint(const std::string& dir) {
   return "";
 }
 
-std::string find_latest_valid_checkpoint(const std::string& root) {
+std::string find_latest_valid_checkpoint(const std::string& root, int64_t before_step) {
   for (const auto& [step, path] : list_checkpoints(root)) {
+    if (step >= before_step) continue;
     std::string why = verify_checkpoint(path);
     if (why.empty()) return path;
     log_info("warning: skipping checkpoint {}: {}", path, why);
   }
   return "";
+}
+
+int discard_checkpoints_after(const std::string& root, int64_t step) {
+  int removed = 0;
+  for (const auto& [s, path] : list_checkpoints(root)) {
+    if (s <= step) continue;
+    log_info("checkpoint: discarding {} (after the rollback point, step {})", path, step);
+    remove_all_quietly(path);
+    ++removed;
+  }
+  return removed;
 }
 
 std::string find_resume_checkpoint(const std::string& root) {

@@ -80,9 +80,13 @@ std::string save_checkpoint(dist::Group& group, const std::string& root, int64_t
 // present with the recorded size and XXH3-64), else the reason, naming the bad file.
 std::string verify_checkpoint(const std::string& dir);
 
-// Newest step_* under root that verifies; logs a warning naming each skipped (torn or corrupted)
-// one and why. "" if there is none (or root does not exist).
-std::string find_latest_valid_checkpoint(const std::string& root);
+// Newest step_* under root (of a step < before_step) that verifies; logs a warning naming each
+// skipped (torn or corrupted) one and why. "" if there is none (or root does not exist).
+std::string find_latest_valid_checkpoint(const std::string& root, int64_t before_step = INT64_MAX);
+
+// Removes every step_* under root of a step after `step` (a rollback's discarded future),
+// logging each; returns how many.
+int discard_checkpoints_after(const std::string& root, int64_t step);
 
 // resume = "auto": find_latest_valid_checkpoint, except that a root holding step_* directories
 // none of which verifies is a zaya::Error (training from step 0 would overwrite them); "" only

@@ -136,6 +136,7 @@ struct Plan {
   std::mutex mu;
   bool installed = false;
   int rank = 0;
+  std::string text;  // ZAYA_FAULT when the plan was read (a new value replaces the plan)
   std::vector<FaultSpec> specs;
   std::set<std::string> fired;  // spec texts (this job's record, or this process's)
 
@@ -215,10 +216,14 @@ void load(int rank) {
   Plan& p = plan();
   std::lock_guard lock(p.mu);
   p.rank = rank;
-  if (p.installed) return;
   const char* env = std::getenv("ZAYA_FAULT");
-  if (env && *env) p.specs = parse_fault_specs(env);
+  const std::string text = env ? env : "";
+  // Not supervised, a fault fires once per run (a later Trainer in this process starts afresh).
+  if (p.installed && text == p.text && heartbeat::supervised()) return;
+  p.specs = text.empty() ? std::vector<FaultSpec>{} : parse_fault_specs(text);
+  p.text = text;
   p.installed = true;
+  p.fired.clear();
   if (heartbeat::supervised()) {
     std::ifstream f(heartbeat::supervise_dir() + "/faults_fired.txt");
     for (std::string line; std::getline(f, line);) p.fired.insert(line.substr(0, line.find('\t')));
@@ -239,7 +244,7 @@ std::vector<FaultSpec> parse_fault_specs(const std::string& text) {
 
 void install(int rank) {
   load(rank);
-  if (!plan().specs.empty()) heartbeat::set_section_hook(on_section);
+  heartbeat::set_section_hook(plan().specs.empty() ? nullptr : on_section);
 }
 
 void at_setup() {

@@ -8,7 +8,7 @@
 //   keys  rank:R (default 0)  section:S (heartbeat section; default forward-backward)
 //         seconds:X (hang: forever by default; slow: 1)  factor:F (spike: 100)  code:C (exit: 1)
 //   always  fire on every attempt; otherwise once per supervised job (ZAYA_SUPERVISE_DIR/
-//           faults_fired.txt records the fired ones) or once per process when not supervised.
+//           faults_fired.txt records the fired ones) or once per run (Trainer) when not supervised.
 // kill with section:checkpoint fires inside the checkpoint write (after the tensors, before the
 // manifest); corrupt-checkpoint fires once step N's checkpoint is complete.
 #pragma once
@@ -38,7 +38,8 @@ struct FaultSpec {
 std::vector<FaultSpec> parse_fault_specs(const std::string& text);
 
 // Parses ZAYA_FAULT (a bad spec is a zaya::Error) for this rank and installs the section hook
-// (core/heartbeat.h) that fires kill / hang / exit / slow. Call after heartbeat::start.
+// (core/heartbeat.h) that fires kill / hang / exit / slow. Call after heartbeat::start. The plan
+// is read again when ZAYA_FAULT has changed since (a later Trainer in the same process).
 void install(int rank);
 
 // At the end of the trainer's setup (KIND@setup).

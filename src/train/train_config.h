@@ -36,6 +36,12 @@ struct TrainConfig {
   std::string sample_prompt = "";
   double sample_temperature = 0.8;
   std::string metrics;  // JSON Lines file; empty: none
+  // Fault handling (train/anomaly.h, train/straggler.h)
+  int64_t anomaly_window = 32;
+  double anomaly_z = 6;           // 0: only non-finite steps are anomalies
+  int64_t anomaly_rollback = 3;   // anomalies in a row that roll back (0: never)
+  double straggler_factor = 1.5;  // × the other ranks' median compute time
+  int64_t straggler_steps = 5;
   // [optim]
   OptimConfig optim;
   // [checkpoint]

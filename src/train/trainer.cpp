@@ -5,13 +5,17 @@
 // run (logs, metrics, samples); every collective is called by every rank in the same order.
 #include "train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 
 #include "bench/sgemm.h"
+#include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/tokenizer.h"
@@ -22,16 +26,35 @@
 #include "model/inspect.h"
 #include "model/transformer.h"
 #include "ops/blas_kernels.h"
+#include "train/anomaly.h"
 #include "train/async_writer.h"
 #include "train/balance.h"
 #include "train/checkpoint.h"
+#include "train/faults.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
+#include "train/run_events.h"
 #include "train/schedule.h"
+#include "train/straggler.h"
 
 namespace zaya {
 
 namespace fs = std::filesystem;
+
+void to_json(nlohmann::json& j, const DataWindow& w) {
+  j = {{"step", w.step}, {"data", w.at}, {"rows", w.rows}};
+}
+
+void from_json(const nlohmann::json& j, DataWindow& w) {
+  if (!j.is_object() || !j.contains("step") || !j.contains("data") || !j.contains("rows") ||
+      !j.at("step").is_number_integer() || !j.at("rows").is_number_integer() ||
+      j.at("rows").get<int64_t>() < 0)
+    fail("trainer_state.json: a data window must be {{\"step\", \"data\", \"rows\"}}, got {}",
+         j.dump());
+  w.step = j.at("step").get<int64_t>();
+  w.at = j.at("data").get<LoaderState>();
+  w.rows = j.at("rows").get<int64_t>();
+}
 
 void to_json(nlohmann::json& j, const TrainerState& s) {
   j = {{"step", s.step},
@@ -40,7 +63,10 @@ void to_json(nlohmann::json& j, const TrainerState& s) {
        {"skipped", s.skipped},
        {"world_size", s.world_size},
        {"global_batch_rows", s.global_batch_rows},
-       {"config", s.config}};
+       {"config", s.config},
+       {"anomaly", s.anomaly},
+       {"anomalous", s.anomalous},
+       {"skip_data", s.skip_data}};
 }
 
 void from_json(const nlohmann::json& j, TrainerState& s) {
@@ -63,6 +89,16 @@ void from_json(const nlohmann::json& j, TrainerState& s) {
   if (!j.contains("data")) fail("trainer_state.json: missing 'data'");
   s.data = j.at("data").get<LoaderState>();
   s.config = j.value("config", nlohmann::json::object());
+  s.anomaly = j.value("anomaly", nlohmann::json::object());
+  const auto windows = [&](const char* key) {
+    std::vector<DataWindow> out;
+    if (!j.contains(key)) return out;
+    if (!j.at(key).is_array()) fail("trainer_state.json: '{}' must be an array", key);
+    for (const nlohmann::json& w : j.at(key)) out.push_back(w.get<DataWindow>());
+    return out;
+  };
+  s.anomalous = windows("anomalous");
+  s.skip_data = windows("skip_data");
 }
 
 namespace {
@@ -138,6 +174,22 @@ std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& res
   return m;
 }
 
+// Every rank's host name (a fixed 64 bytes each, gathered by one all-reduce of I32 codes).
+std::vector<std::string> gather_hosts(dist::Group& group) {
+  constexpr int kChars = 64;
+  std::vector<int32_t> codes(size_t(group.size() * kChars), 0);
+  char name[kChars] = {};
+  gethostname(name, kChars - 1);
+  for (int i = 0; i < kChars && name[i]; ++i)
+    codes[size_t(group.rank() * kChars + i)] = int32_t(static_cast<unsigned char>(name[i]));
+  group.all_reduce(Tensor(codes.data(), {int64_t(codes.size())}), dist::ReduceOp::Sum);
+  std::vector<std::string> hosts(size_t(group.size()));
+  for (int r = 0; r < group.size(); ++r)
+    for (int i = 0; i < kChars && codes[size_t(r * kChars + i)]; ++i)
+      hosts[size_t(r)] += char(codes[size_t(r * kChars + i)]);
+  return hosts;
+}
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -174,6 +226,17 @@ struct Trainer::Impl {
   Timer since_log;
   bool stopped = false;
 
+  // Fault handling: spikes, rollbacks, stragglers (anomaly.h, straggler.h) and the supervisor's
+  // events (run_events.h). The agreed buffer ends with one compute-time slot per rank.
+  AnomalyDetector anomaly;
+  StragglerTracker stragglers;
+  RunEvents events;
+  size_t time_slots = 0;  // index of rank 0's slot in `agreed`
+  std::vector<double> rank_seconds;
+  std::vector<std::string> hosts;       // of every rank
+  std::map<int64_t, int> rollbacks_to;  // rollbacks per target step (a bound on retries)
+  bool warned_no_rollback = false;
+
   Impl(const TrainConfig& c, const TrainOptions& o, dist::Group* g)
       : cfg(c),
         opt(o),
@@ -183,7 +246,9 @@ struct Trainer::Impl {
         world(group.size()),
         T(c.seq_len),
         B(c.micro_batch),
-        global_rows(c.micro_batch * c.grad_accum * group.size()) {}
+        global_rows(c.micro_batch * c.grad_accum * group.size()),
+        anomaly(AnomalyConfig{c.anomaly_window, c.anomaly_z}),
+        stragglers(group.size(), StragglerConfig{c.straggler_factor, c.straggler_steps}) {}
 
   const ZayaConfig& config() const { return model->config(); }
   void setup();
@@ -195,10 +260,18 @@ struct Trainer::Impl {
   void save(int64_t step);
   StepResult train_step();
   void after_step(const StepResult& r);
+  void skip_discarded_windows();
+  bool judge(StepResult& r, bool nonfinite, const LoaderState& window_start);
+  void rollback(int64_t step);
+  void note_stragglers(int64_t step);
+  void corrupt_checkpoint(int64_t step);
 };
 
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
+  heartbeat::start(rank, world);
+  faults::install(rank);
+  events.open(rank);
   if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
   const std::string resume_dir = pick_resume_dir(cfg, group);
   model = make_model(cfg, resume_dir);
@@ -241,13 +314,20 @@ void Trainer::Impl::setup() {
   inputs.assign(size_t(B * T), 0);
   targets.assign(size_t(B * T), 0);
   RoutingCounts shape(config());
-  agreed.assign(2 + shape.flat().size(), 0.0);
+  time_slots = 2 + shape.flat().size();
+  agreed.assign(time_slots + size_t(world), 0.0);
   counts.emplace(config());
+  hosts = gather_hosts(group);
 
   if (state.step == 0) {
     summary.first_val_loss = validation_loss();
     if (has_val) log_info("step {:>6}  val_loss {:.4f}", 0, summary.first_val_loss);
   }
+  events.write({{"event", "start"},
+                {"world", world},
+                {"resumed_step", state.step},
+                {"setup_s", heartbeat::process_seconds()}});
+  faults::at_setup();
   since_log.reset();
 }
 
@@ -281,6 +361,10 @@ void Trainer::Impl::resume_from(const std::string& dir) {
   train_data->restore(saved.data);  // global rows: any rank count
   state.data = train_data->state();
   summary.skipped = saved.skipped;
+  state.anomalous = saved.anomalous;
+  state.skip_data = saved.skip_data;
+  anomaly = AnomalyDetector(AnomalyConfig{cfg.anomaly_window, cfg.anomaly_z});
+  if (!saved.anomaly.empty()) anomaly.from_json(saved.anomaly);
   log_info("train: resumed from {} at step {}", dir, state.step);
   if (saved.world_size != world)
     log_info("train: optimizer state resharded from {} to {} ranks", saved.world_size, world);
@@ -346,6 +430,7 @@ void Trainer::Impl::save(int64_t step) {
   if (cfg.checkpoint_dir.empty()) return;
   CheckpointData d;
   state.data = train_data->state();
+  state.anomaly = anomaly.to_json();
   d.trainer_state = state;
   d.optimizer = optim->state_to_save();
   if (async_writer) {
@@ -361,7 +446,12 @@ void Trainer::Impl::save(int64_t step) {
 }
 
 StepResult Trainer::Impl::train_step() {
+  using heartbeat::Section;
   Timer step_timer;
+  heartbeat::begin_step(state.step + 1);
+  heartbeat::enter(Section::Data);
+  skip_discarded_windows();
+  const LoaderState window_start = train_data->state();
   Model& m = *model;
   // Every rank's gradient is a share of the global batch's mean: their sum is the mean.
   const double grad_scale = 1.0 / double(global_rows * T);
@@ -369,30 +459,36 @@ StepResult Trainer::Impl::train_step() {
   counts->clear();
   double loss = 0;
   for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
+    heartbeat::enter(Section::Data);
     train_data->next_batch(inputs.data(), targets.data(), B);
+    heartbeat::enter(Section::ForwardBackward);
     loss += model_forward(m, *acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
     counts->add(config(), *acts);
     model_backward(m, *acts, grad_scale);
   }
   const double norm = optim->reduce_gradients(m);  // same on every rank
+  loss = faults::apply_loss_fault(state.step + 1, loss);
   // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,
-  // and the routing counts of the global batch (exact in double).
+  // the routing counts of the global batch (exact in double), and each rank's compute time so
+  // far (outside collectives: the straggler check).
   agreed[0] = loss;
   agreed[1] = std::isfinite(loss) ? 0.0 : 1.0;
   std::copy(counts->flat().begin(), counts->flat().end(), agreed.begin() + 2);
+  std::fill(agreed.begin() + ptrdiff_t(time_slots), agreed.end(), 0.0);
+  agreed[time_slots + size_t(rank)] =
+      step_timer.seconds() - heartbeat::collective_seconds_this_step();
   group.all_reduce(Tensor(agreed.data(), {int64_t(agreed.size())}), dist::ReduceOp::Sum);
-  std::copy(agreed.begin() + 2, agreed.end(), counts->flat().begin());
+  std::copy(agreed.begin() + 2, agreed.begin() + ptrdiff_t(time_slots), counts->flat().begin());
+  rank_seconds.assign(agreed.begin() + ptrdiff_t(time_slots), agreed.end());
 
   StepResult r;
   r.step = state.step + 1;
   r.loss = agreed[0] / double(world);
   r.grad_norm = norm;
   r.lr = schedule.lr(state.step);
-  r.skipped = agreed[1] > 0 || !std::isfinite(r.loss) || !std::isfinite(norm);
-  if (r.skipped) {
-    ++state.skipped;
-    log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", r.step, r.loss, norm);
-  } else {
+  r.skipped = judge(r, agreed[1] > 0, window_start);
+  if (!r.skipped) {
+    heartbeat::enter(Section::Optimizer);
     optim->update(m, r.lr, norm);
     optim->update_balancing_biases(m, *counts);
   }
@@ -401,10 +497,145 @@ StepResult Trainer::Impl::train_step() {
   r.tokens = global_rows * T;
   r.expert_load_entropy = expert_load_entropy(config(), *counts);
   r.seconds = step_timer.seconds();
+  heartbeat::end_step(r.step, r.seconds);
   return r;
 }
 
+// The windows a rollback discarded: when the data position reaches one, it is passed over.
+void Trainer::Impl::skip_discarded_windows() {
+  for (bool again = true; again;) {
+    again = false;
+    const LoaderState at = train_data->state();
+    for (const DataWindow& w : state.skip_data) {
+      if (w.at.epoch != at.epoch || w.at.position != at.position) continue;
+      train_data->advance(uint64_t(w.rows));
+      log_info(
+          "data: skipping the {} rows of step {}'s window (epoch {}, row {}): a rollback "
+          "discarded them",
+          w.rows, w.step, w.at.epoch, w.at.position);
+      again = true;
+      break;
+    }
+  }
+}
+
+// The anomaly verdict of step r (the same on every rank: its inputs are agreed). An anomalous
+// step is skipped and counted, and its data window recorded for a rollback.
+bool Trainer::Impl::judge(StepResult& r, bool nonfinite, const LoaderState& window_start) {
+  const AnomalyVerdict v = anomaly.observe(nonfinite ? NAN : r.loss, r.grad_norm);
+  if (!v.anomaly) {
+    state.anomalous.clear();
+    return false;
+  }
+  ++state.skipped;
+  state.anomalous.push_back({r.step, window_start, global_rows});
+  if (v.kind == "nonfinite")
+    log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", r.step, r.loss,
+             r.grad_norm);
+  else
+    log_info(
+        "step {:>6}  {} (loss {:.4f}, grad_norm {:.3f}: z {:.1f} over the last {} steps): "
+        "step skipped",
+        r.step, v.kind == "loss_spike" ? "loss spike" : "gradient-norm spike", r.loss, r.grad_norm,
+        v.z, cfg.anomaly_window);
+  events.write({{"event", "anomaly"},
+                {"step", r.step},
+                {"kind", v.kind},
+                {"loss", r.loss},
+                {"grad_norm", r.grad_norm},
+                {"z", v.z}});
+  return true;
+}
+
+// Collective: back to the newest valid checkpoint before the anomalies in a row; their data
+// windows are skipped from now on (exact: the data position is in the checkpoint), later
+// checkpoints are discarded and the metrics file is cut back, so every step is logged once.
+void Trainer::Impl::rollback(int64_t step) {
+  const int64_t first = state.anomalous.front().step;
+  double target = -1;
+  if (!cfg.checkpoint_dir.empty()) {
+    if (async_writer) async_writer->wait();
+    if (rank == 0) {
+      const std::string dir = find_latest_valid_checkpoint(cfg.checkpoint_dir, first);
+      if (!dir.empty()) target = double(std::stoll(fs::path(dir).filename().string().substr(5)));
+    }
+    group.broadcast(Tensor(&target, {1}), 0);
+  }
+  if (target < 0) {
+    if (!warned_no_rollback)
+      log_info(
+          "warning: {} anomalous steps in a row (from step {}) but no checkpoint before them "
+          "to roll back to: the steps stay skipped",
+          state.anomalous.size(), first);
+    warned_no_rollback = true;
+    state.anomalous.clear();
+    return;
+  }
+  const int64_t to = int64_t(target);
+  if (++rollbacks_to[to] > 3)
+    fail(
+        "the loss keeps spiking after 3 rollbacks to step {} (last anomaly at step {}): the run "
+        "is diverging; lower optim.lr or check the data",
+        to, step);
+  Timer took;
+  std::vector<DataWindow> skip = state.skip_data;
+  std::vector<int64_t> steps;
+  for (const DataWindow& w : state.anomalous) skip.push_back(w), steps.push_back(w.step);
+  if (rank == 0) discard_checkpoints_after(cfg.checkpoint_dir, to);
+  group.barrier();
+  resume_from(cfg.checkpoint_dir + "/" + checkpoint_dir_name(to));
+  state.skip_data = std::move(skip);
+  state.anomalous.clear();
+  if (!cfg.metrics.empty() && rank == 0) metrics = MetricsLog(cfg.metrics, state.step);
+  summary.steps_done = state.step;
+  ++summary.rollbacks;
+  log_info(
+      "rollback: {} anomalous steps in a row ({}–{}): back to step {}; their data windows are "
+      "skipped from now on",
+      steps.size(), steps.front(), steps.back(), to);
+  events.write({{"event", "rollback"},
+                {"step", step},
+                {"to_step", to},
+                {"windows", steps},
+                {"seconds", took.seconds()}});
+}
+
+void Trainer::Impl::note_stragglers(int64_t step) {
+  if (world < 2) return;
+  for (int r : stragglers.observe(rank_seconds)) {
+    const double ratio = stragglers.ratios()[size_t(r)];
+    log_info(
+        "straggler: rank {} ({}) took {:.2f}x the other ranks' median compute time for {} "
+        "steps in a row (step {})",
+        r, hosts[size_t(r)], ratio, cfg.straggler_steps, step);
+    events.write({{"event", "straggler"},
+                  {"step", step},
+                  {"rank", r},
+                  {"host", hosts[size_t(r)]},
+                  {"ratio", ratio}});
+  }
+}
+
+// corrupt-checkpoint@step:N: flips a byte in the middle of the complete checkpoint's weights.
+void Trainer::Impl::corrupt_checkpoint(int64_t step) {
+  if (cfg.checkpoint_dir.empty() || !faults::corrupt_checkpoint_due(step)) return;
+  if (async_writer) async_writer->wait();
+  const std::string file =
+      cfg.checkpoint_dir + "/" + checkpoint_dir_name(step) + "/model/model.safetensors";
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const std::streamoff middle = f.tellg() / 2;
+  f.seekg(middle);
+  const char byte = char(f.get());
+  f.seekp(middle);
+  f.put(char(~byte));
+  if (!f) fail("fault injection: cannot corrupt {}", file);
+  log_info("fault: corrupted {} (byte {})", file, int64_t(middle));
+}
+
 void Trainer::Impl::after_step(const StepResult& r) {
+  Timer after;
+  note_stragglers(r.step);
   const double tps = double(r.tokens) / r.seconds;
   if (summary.steps_done == 0) summary.first_loss = r.loss;
   summary.last_loss = r.loss;
@@ -412,16 +643,20 @@ void Trainer::Impl::after_step(const StepResult& r) {
   summary.skipped = state.skipped;
   tokens_since_log += r.tokens;
   if (metrics.is_open()) {
-    const nlohmann::json j = {{"step", r.step},
-                              {"loss", r.loss},
-                              {"grad_norm", r.grad_norm},
-                              {"lr", r.lr},
-                              {"tokens", r.step * r.tokens},
-                              {"tokens_per_s", tps},
-                              {"mfu", tps * flops_per_token / (sgemm_rate * world)},
-                              {"skipped", state.skipped},
-                              {"expert_load_entropy", r.expert_load_entropy},
-                              {"time", wall.seconds()}};
+    nlohmann::json j = {{"step", r.step},
+                        {"loss", r.loss},
+                        {"grad_norm", r.grad_norm},
+                        {"lr", r.lr},
+                        {"tokens", r.step * r.tokens},
+                        {"tokens_per_s", tps},
+                        {"mfu", tps * flops_per_token / (sgemm_rate * world)},
+                        {"skipped", state.skipped},
+                        {"expert_load_entropy", r.expert_load_entropy},
+                        {"time", wall.seconds()}};
+    if (world > 1) {  // per-rank compute seconds (outside collectives) and the stragglers now
+      j["rank_compute_s"] = rank_seconds;
+      j["stragglers"] = stragglers.current();
+    }
     metrics.append(j);
   }
   stopped = r.step == opt.stop_at_step;
@@ -438,12 +673,26 @@ void Trainer::Impl::after_step(const StepResult& r) {
     tokens_since_log = 0;
   }
   if (has_val && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
+    const heartbeat::Scope beat(heartbeat::Section::Eval);
     summary.last_val_loss = validation_loss();
     log_info("step {:>6}  val_loss {:.4f}", r.step, summary.last_val_loss);
   }
-  if ((cfg.sample_every > 0 && r.step % cfg.sample_every == 0) || last) print_sample(r.step);
-  if ((cfg.checkpoint_every > 0 && r.step % cfg.checkpoint_every == 0) || last || stopped)
+  if ((cfg.sample_every > 0 && r.step % cfg.sample_every == 0) || last) {
+    const heartbeat::Scope beat(heartbeat::Section::Eval);
+    print_sample(r.step);
+  }
+  if ((cfg.checkpoint_every > 0 && r.step % cfg.checkpoint_every == 0) || last || stopped) {
+    const heartbeat::Scope beat(heartbeat::Section::Checkpoint);
     save(r.step);
+    corrupt_checkpoint(r.step);
+  }
+  events.write({{"event", "step"},
+                {"step", r.step},
+                {"step_s", r.seconds},
+                {"after_s", after.seconds()},
+                {"skipped", r.skipped}});
+  if (cfg.anomaly_rollback > 0 && int64_t(state.anomalous.size()) >= cfg.anomaly_rollback)
+    rollback(r.step);
 }
 
 Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opt)
@@ -467,6 +716,8 @@ void Trainer::after_step(const StepResult& r) {
 
 TrainSummary Trainer::finish() {
   if (impl_->async_writer) impl_->async_writer->wait();
+  heartbeat::enter(heartbeat::Section::Done);
+  impl_->events.write({{"event", "done"}});
   impl_->summary.seconds = impl_->wall.seconds();
   return impl_->summary;
 }

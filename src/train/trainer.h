@@ -16,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "data/loader.h"
 #include "train/train_config.h"
@@ -29,6 +30,7 @@ class Model;
 
 struct TrainSummary {
   int64_t steps_done = 0, skipped = 0;
+  int64_t rollbacks = 0;  // back to a checkpoint after anomalies in a row (their steps redone)
   double first_loss = 0, last_loss = 0;
   double first_val_loss = NAN, last_val_loss = NAN;  // NaN: not evaluated (see val_status)
   std::string val_status;  // why there is no validation loss; empty when there is one
@@ -44,6 +46,15 @@ struct TrainOptions {
   dist::Group* group = nullptr;
 };
 
+// The data window of one step (global_rows rows from `at`): recorded for an anomalous step, and
+// skipped from then on once a rollback has discarded it.
+struct DataWindow {
+  int64_t step = 0;  // the step that read it
+  LoaderState at;
+  int64_t rows = 0;
+  bool operator==(const DataWindow&) const = default;
+};
+
 // Where a run stands: what trainer_state.json holds, so a run continues from it exactly.
 struct TrainerState {
   int64_t step = 0;             // optimizer steps done (skipped ones included)
@@ -53,6 +64,11 @@ struct TrainerState {
   int64_t world_size = 1;       // ranks that wrote it
   int64_t global_batch_rows = 0;
   nlohmann::json config;  // the TrainConfig of the run (train_config_to_json)
+  // Fault handling: the anomaly detector's window, the anomalous steps in a row so far (their
+  // windows) and the windows skipped after rollbacks (train/anomaly.h).
+  nlohmann::json anomaly = nlohmann::json::object();
+  std::vector<DataWindow> anomalous;
+  std::vector<DataWindow> skip_data;
   bool operator==(const TrainerState&) const = default;
 };
 void to_json(nlohmann::json& j, const TrainerState& s);

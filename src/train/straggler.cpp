@@ -1,0 +1,50 @@
+// Straggler detection (straggler.h).
+#include "train/straggler.h"
+
+#include <algorithm>
+
+#include "core/assert.h"
+
+namespace zaya {
+
+namespace {
+
+double median_of(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+StragglerTracker::StragglerTracker(int world, StragglerConfig c)
+    : c_(c), slow_run_(size_t(world), 0), ratio_(size_t(world), 1.0) {}
+
+std::vector<int> StragglerTracker::observe(std::span<const double> seconds) {
+  ZAYA_ASSERT(seconds.size() == slow_run_.size(), "{} times for {} ranks", seconds.size(),
+              slow_run_.size());
+  const size_t n = seconds.size();
+  std::vector<double> others;
+  std::vector<int> became;
+  for (size_t r = 0; r < n; ++r) {
+    others.assign(seconds.begin(), seconds.end());
+    others.erase(others.begin() + ptrdiff_t(r));
+    const double median = n > 1 ? median_of(others) : seconds[r];
+    ratio_[r] = median > 0 ? seconds[r] / median : 1.0;
+    if (n > 1 && ratio_[r] > c_.factor) {
+      if (++slow_run_[r] == c_.steps) became.push_back(int(r));
+    } else {
+      slow_run_[r] = 0;
+    }
+  }
+  return became;
+}
+
+std::vector<int> StragglerTracker::current() const {
+  std::vector<int> out;
+  for (size_t r = 0; r < slow_run_.size(); ++r)
+    if (slow_run_[r] >= c_.steps) out.push_back(int(r));
+  return out;
+}
+
+}  // namespace zaya
