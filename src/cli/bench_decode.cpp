@@ -30,6 +30,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "core/timer.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
@@ -55,13 +56,6 @@ double rate_of_passes(const std::vector<double>& rates) {
   double inv = 0;
   for (double r : rates) inv += 1.0 / r;
   return double(rates.size()) / inv;
-}
-
-double median(std::vector<double> v) {
-  ZAYA_ASSERT(!v.empty(), "median of no samples");
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 int run_bench_decode(const BenchDecodeArgs& a) {

@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "core/timer.h"
 #include "data/shards.h"
 #include "io/zaya_config.h"
@@ -45,13 +46,6 @@ struct BenchStepArgs {
   uint64_t seed = 1;
   bool json = false;
 };
-
-double median(std::vector<double> v) {
-  ZAYA_ASSERT(!v.empty(), "median of no samples");
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 double cpu_seconds() {
   rusage u{};

@@ -4,18 +4,9 @@
 #include <algorithm>
 
 #include "core/assert.h"
+#include "core/stats.h"
 
 namespace zaya {
-
-namespace {
-
-double median_of(std::vector<double>& v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 StragglerTracker::StragglerTracker(int world, StragglerConfig c)
     : c_(c), slow_run_(size_t(world), 0), ratio_(size_t(world), 1.0) {}
@@ -29,8 +20,8 @@ std::vector<int> StragglerTracker::observe(std::span<const double> seconds) {
   for (size_t r = 0; r < n; ++r) {
     others.assign(seconds.begin(), seconds.end());
     others.erase(others.begin() + ptrdiff_t(r));
-    const double median = n > 1 ? median_of(others) : seconds[r];
-    ratio_[r] = median > 0 ? seconds[r] / median : 1.0;
+    const double mid = n > 1 ? median(others) : seconds[r];
+    ratio_[r] = mid > 0 ? seconds[r] / mid : 1.0;
     if (n > 1 && ratio_[r] > c_.factor) {
       if (++slow_run_[r] == c_.steps) became.push_back(int(r));
     } else {

@@ -118,7 +118,9 @@ TEST(CliEval, LossLogitsAndGradsMatchTheTwin) {
     want.read_into(name, tb);
     double norm = 0;
     for (double x : b) norm += x * x;
-    if (norm > 0) EXPECT_LE(rel_l2(a.data(), b.data(), a.size()), kModelGradRelL2) << name;
+    if (norm > 0) {
+      EXPECT_LE(rel_l2(a.data(), b.data(), a.size()), kModelGradRelL2) << name;
+    }
   }
   for (const std::string& name : grads.names())
     EXPECT_EQ(name.find("balancing_biases"), std::string::npos) << "a buffer has no gradient";

@@ -124,7 +124,9 @@ TEST(CliConvert, SkipClassDifferenceMatchesTheNativeTwin) {
   for (const std::string& n : native.names()) {
     if (n == "loss" || n == "logits") continue;
     const std::vector<double> g = read_all(grads, n), w = read_all(native, n);
-    if (max_abs(w) > 0) EXPECT_LE(rel_l2(g.data(), w.data(), g.size()), kModelGradRelL2) << n;
+    if (max_abs(w) > 0) {
+      EXPECT_LE(rel_l2(g.data(), w.data(), g.size()), kModelGradRelL2) << n;
+    }
   }
 }
 

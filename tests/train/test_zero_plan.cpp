@@ -55,7 +55,9 @@ void check_plan(const ParamLayout& l, bool use_muon, int world) {
     ASSERT_LE(z.begin + z.length, s.numel()) << s.name;
     for (int64_t i = 0; i < z.length; ++i) ++seen[s.offset + size_t(z.begin + i)];
     EXPECT_EQ(z.muon, is_muon_param(s, use_muon)) << s.name;
-    if (z.muon) EXPECT_TRUE(z.begin == 0 && z.length == s.numel()) << s.name << " split";
+    if (z.muon) {
+      EXPECT_TRUE(z.begin == 0 && z.length == s.numel()) << s.name << " split";
+    }
   }
   for (const ParamSpec& s : l.specs)
     for (int64_t i = 0; i < s.numel(); ++i)

@@ -1,7 +1,8 @@
 // A slow rank under `mpirun -np 2 … zaya train` (label mpi; skipped without mpirun): rank 1 sleeps
 // 0.3 s inside forward-backward for 5 steps (ZAYA_FAULT slow@…), so its compute time (outside
 // collectives) is many times rank 0's while rank 0 only waits. After straggler_steps = 3 slow steps
-// the log names rank 1 and its host, the metrics list it under "stragglers" with every rank's
+// the log names rank 1 and its host (straggler_factor 3, far above the noise of 2 ranks on
+// 2 shared cores), the metrics list it under "stragglers" with every rank's
 // compute seconds, and rank 0 (which waited) is never named.
 #include <gtest/gtest.h>
 
@@ -24,6 +25,7 @@ TEST(TrainStragglers, ASlowRankIsNamedInTheLogAndTheMetrics) {
                                   << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
                                   << "[train]\nmicro_batch = 2\nsteps = 10\nlog_every = 100\n"
                                   << "eval_every = 0\neval_batches = 1\nstraggler_steps = 3\n"
+                                  << "straggler_factor = 3\n"
                                   << "metrics = \"" << dir / "m.jsonl"
                                   << "\"\n";
   std::string faults;
@@ -48,10 +50,14 @@ TEST(TrainStragglers, ASlowRankIsNamedInTheLogAndTheMetrics) {
     ASSERT_EQ(j.at("rank_compute_s").size(), 2u) << line;
     const int64_t step = j.at("step");
     if (step >= 3 && step <= 7) EXPECT_GT(j["rank_compute_s"][1].get<double>(), 0.3) << line;
+    if (step >= 5 && step <= 7)  // the third slow step in a row and on
+      EXPECT_EQ(j.at("stragglers"), nlohmann::json::array({1})) << line;
     if (j.at("stragglers") == nlohmann::json::array({1})) ++flagged;
     for (const nlohmann::json& r : j.at("stragglers")) EXPECT_EQ(r, 1) << line;
   }
-  EXPECT_EQ(flagged, 3) << "steps 5, 6 and 7";
+  // Steps 5–7 at least; a loaded machine may stretch rank 1's streak by a step or two of noise.
+  EXPECT_GE(flagged, 3);
+  EXPECT_LE(flagged, 6);
 }
 
 }  // namespace
