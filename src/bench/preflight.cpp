@@ -110,7 +110,7 @@ RankFigures measure_rank(dist::Group& group, const Options& opt, const Injection
   const dist::CommBenchRow ar = dist::bench_collective(group, dist::CommOp::AllReduce,
                                                        opt.allreduce_bytes, c, a.data(), b.data());
   f.allreduce_wrong = ar.wrong_here;
-  f.allreduce_gbs = double(ar.bytes) / ar.time_us_here / 1e3;
+  f.allreduce_gbs = ar.time_us_here > 0 ? double(ar.bytes) / ar.time_us_here / 1e3 : 0;
   c.dtype = DType::I32, c.iters = 3, c.warmup = 1;
   const dist::CommBenchRow ag =
       dist::bench_collective(group, dist::CommOp::AllGather, gather_bytes, c, a.data(), b.data());
