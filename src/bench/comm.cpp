@@ -221,6 +221,8 @@ CommBenchRow bench_typed(Group& g, CommOp op, int64_t bytes, const CommBenchOpti
   int32_t wrong = int32_t(
       std::min<int64_t>(count_wrong(op, rank, n, root, row.count, chunk, a, b), INT32_MAX / n));
 
+  row.wrong_here = wrong;
+  row.time_us_here = seconds * 1e6;
   g.all_reduce(Tensor(&seconds, {1}), ReduceOp::Sum);
   g.all_reduce(Tensor(&wrong, {1}), ReduceOp::Sum);
   row.time_us = seconds / n * 1e6;

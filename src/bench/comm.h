@@ -66,6 +66,10 @@ struct CommBenchRow {
   int iters = 0;      // timed calls made
   double time_us = 0, algbw_gbs = 0, busbw_gbs = 0;
   int64_t wrong = 0;  // over all ranks
+  // This rank's own share: its wrong elements and its mean seconds per call by its own clock
+  // (`zaya preflight` names the rank that saw a wrong result).
+  int64_t wrong_here = 0;
+  double time_us_here = 0;
 };
 
 // Runs one collective at one size on every rank of `group` (a collective call itself: every

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_generate_command);
   add(zaya::cli::add_serve_command);
   add(zaya::cli::add_bench_command);
+  add(zaya::cli::add_preflight_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_dist/mpirun_job.h"
 #include "cli_util.h"
 #include "test_util.h"
 
@@ -19,32 +20,6 @@ using namespace zaya::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-#define SKIP_WITHOUT_MPIRUN() \
-  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time"
-
-struct Job {
-  CliResult r;
-  double seconds = 0;
-};
-
-// Runs `mpirun -np N PROGRAM ARGS` and captures its exit, output and wall time.
-Job mpirun(int ranks, const std::string& program, const std::string& args) {
-  const zaya::test::ScratchDir scratch;
-  const fs::path dir = scratch.path;
-  const std::string cmd = std::string(ZAYA_MPIRUN) + " " + ZAYA_MPIRUN_FLAGS + " -np " +
-                          std::to_string(ranks) + " " + program + " " + args + " </dev/null >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string();
-  const auto t0 = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  Job j;
-  j.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  j.r.crashed = WIFSIGNALED(status);
-  j.r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  j.r.out = slurp((dir / "out").string());
-  j.r.err = slurp((dir / "err").string());
-  return j;
-}
 
 // The table's rows, each with the collective of the section it is in ("# all_reduce").
 struct Row {
