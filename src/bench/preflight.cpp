@@ -1,6 +1,7 @@
 // Pre-flight checks (preflight.h): the checked sgemm, the checked collectives, the exchange of
 // every rank's figures, and the verdict.
 #include "bench/preflight.h"
+#include "core/stats.h"
 
 #include <cblas.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "bench/comm.h"
 #include "core/assert.h"
+#include "core/stats.h"
 #include "core/timer.h"
 
 namespace zaya::preflight {
@@ -152,8 +154,7 @@ Verdict judge(const std::vector<RankFigures>& ranks, double min_ratio) {
   if (n == 0) return v;
   std::vector<double> rates;
   for (const RankFigures& f : ranks) rates.push_back(f.sgemm_gflops);
-  std::sort(rates.begin(), rates.end());
-  v.median_gflops = n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
+  v.median_gflops = median(rates);
   for (const RankFigures& f : ranks) {
     const double ratio = v.median_gflops > 0 ? f.sgemm_gflops / v.median_gflops : 0;
     v.ratio.push_back(ratio);
