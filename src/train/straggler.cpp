@@ -22,7 +22,7 @@ std::vector<int> StragglerTracker::observe(std::span<const double> seconds) {
     others.erase(others.begin() + ptrdiff_t(r));
     const double mid = n > 1 ? median(others) : seconds[r];
     ratio_[r] = mid > 0 ? seconds[r] / mid : 1.0;
-    if (n > 1 && ratio_[r] > c_.factor) {
+    if (n > 1 && ratio_[r] > c_.factor && seconds[r] - mid > c_.min_excess_s) {
       if (++slow_run_[r] == c_.steps) became.push_back(int(r));
     } else {
       slow_run_[r] = 0;

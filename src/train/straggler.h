@@ -13,6 +13,9 @@ namespace zaya {
 struct StragglerConfig {
   double factor = 1.5;
   int64_t steps = 5;
+  // A rank must also be this many seconds above the median: a few milliseconds of scheduling
+  // noise on tiny steps are not a straggler (they reach 6x on 2 shared cores).
+  double min_excess_s = 0.05;
 };
 
 class StragglerTracker {

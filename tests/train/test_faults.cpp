@@ -136,3 +136,10 @@ TEST(StragglerTracker, TwoRanksCompareWithEachOtherAndOneRankNever) {
   StragglerTracker one(1, {.factor = 1.5, .steps = 1});
   EXPECT_TRUE(one.observe(std::vector<double>{5.0}).empty());
 }
+
+TEST(StragglerTracker, MillisecondsOfNoiseAreNotAStraggler) {
+  StragglerTracker t(2, {.factor = 1.5, .steps = 1});
+  EXPECT_TRUE(t.observe(std::vector<double>{0.0055, 0.00087}).empty());  // 6x, but 5 ms
+  EXPECT_NEAR(t.ratios()[0], 0.0055 / 0.00087, 1e-9);
+  EXPECT_EQ(t.observe(std::vector<double>{0.0055, 0.30087}), std::vector<int>{1});
+}
