@@ -46,7 +46,8 @@ Action add_supervise_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--timeout", args->timeouts,
                   "SECTION=SECONDS (setup, data, forward-backward, collective, optimizer, eval, "
-                  "checkpoint, or step for the four in-step ones; auto for in-step); repeatable");
+                  "checkpoint, or step for the four in-step ones; auto for in-step); repeatable")
+      ->allow_extra_args(false);
   sub->add_option("--timeout-floor", args->floor,
                   "the least an auto timeout is once a step completed (seconds)")
       ->check(positive_number())
@@ -67,6 +68,7 @@ Action add_supervise_command(CLI::App& app) {
   sub->add_flag("--preflight", o.preflight,
                 "first run `LAUNCHER zaya preflight`; refuse to start if it fails");
   sub->add_option("--report", o.report, "also write the goodput report (JSON) to this file");
+  // The job: every word after -- (CLI11 hands them to this positional unparsed).
   sub->add_option("command", o.command, "the job, after --: e.g. -- zaya train --config run.toml");
   return [args] { return run_supervise(*args); };
 }
