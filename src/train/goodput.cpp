@@ -290,8 +290,8 @@ std::string goodput_summary(const json& r) {
   for (const json& f : r["failures"]) {
     const std::vector<int64_t> steps = f["recomputed_steps"];
     s += fmt::format(
-        "supervise:   attempt {} {} ({}): detection {:.1f} s, restart {:.1f} s, recomputed {:.1f} "
-        "s{}, other {:.1f} s — {}\n",
+        "supervise:   attempt {} {} ({}): detection {:.2f} s, restart {:.2f} s, recomputed "
+        "{:.2f} s{}, other {:.2f} s — {}\n",
         f["attempt"].get<int>(), f["kind"].get<std::string>(), f["exit"].get<std::string>(),
         f["detection_s"].get<double>(), f["restart_s"].get<double>(),
         f["recomputed_s"].get<double>(),

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <deque>
@@ -66,29 +67,33 @@ struct ErrTail {
       if (lines.size() > 64) lines.pop_front();
     }
   }
-  // The line that says why the job failed: "zaya: error: …" (its message), else mpirun's notice
-  // of a dead rank; "" if none.
+  // The line that says why the job failed: "zaya: error: …" (its message), else an injected
+  // fault's notice, else mpirun's notice of a dead rank; "" if none.
   std::string reason() const {
     std::vector<std::string> all(lines.begin(), lines.end());
     if (!partial.empty()) all.push_back(partial);
+    const std::string error = "zaya: error: ";
     for (auto it = all.rbegin(); it != all.rend(); ++it)
-      if (size_t at = it->find("zaya: error: "); at != std::string::npos)
-        return it->substr(at + 13);
-    for (auto it = all.rbegin(); it != all.rend(); ++it)
-      if (it->find("noticed that process rank") != std::string::npos ||
-          it->find("exited on signal") != std::string::npos)
-        return it->substr(it->find_first_not_of(' '));
+      if (size_t at = it->find(error); at != std::string::npos)
+        return it->substr(at + error.size());
+    for (const char* mark :
+         {"zaya: fault injected ", "noticed that process rank", "exited on signal"})
+      for (auto it = all.rbegin(); it != all.rend(); ++it)
+        if (size_t at = it->find(mark); at != std::string::npos) return it->substr(at);
     return "";
   }
 };
 
 // Waits up to `seconds` for the child's stderr (passing it through), its end (true, `st` set) or
-// a stop signal; looks at its exit every 50 ms, so a crash is seen at once.
-bool wait_a_poll(subprocess::Process& p, ErrTail& tail, double seconds,
-                 subprocess::ExitStatus& st) {
+// a stop signal; looks at its exit every 50 ms, so a crash is seen at once. `alive`: the last
+// time the child was seen running.
+bool wait_a_poll(subprocess::Process& p, ErrTail& tail, double seconds, subprocess::ExitStatus& st,
+                 double& alive) {
   const double until = now_s() + seconds;
   while (!g_stop) {
+    const double before = now_s();
     if (p.poll(st)) return true;
+    alive = before;
     const double left = until - now_s();
     if (left <= 0) break;
     const double slice = std::min(left, 0.05);
@@ -125,12 +130,27 @@ struct Attempt {
     std::map<int, RankState> ranks;
     int world = 1;
     subprocess::ExitStatus st;
-    for (double alive = rec.launch_s;; alive = now_s()) {
-      const bool ended = wait_a_poll(p, tail, opt.poll_s, st);
+    // Reads the heartbeats; a seq that changed is stamped `at`.
+    auto look = [&](double at) {
+      for (const HeartbeatRecord& r : read_heartbeats(dir)) {
+        if (r.attempt != n) continue;  // a process of an attempt before, not gone yet
+        RankState& s = ranks[r.rank];
+        if (!s.seen || s.record.seq != r.seq) s.changed_at = rec.progress_stop_s = at;
+        s.seen = true;
+        s.record = r;
+        s.rank = r.rank;
+        world = std::max(world, r.world);
+        any_step |= r.last_step > 0;
+      }
+    };
+    for (double alive = rec.launch_s;;) {
+      const bool ended = wait_a_poll(p, tail, opt.poll_s, st, alive);
       const double now = now_s();
       if (ended) {
         rec.end = st.ok() ? AttemptEnd::Completed : AttemptEnd::Crashed;
-        // Without heartbeats, its last progress is the last time it was seen running.
+        // Its last heartbeats changed after the last look, while it was still seen running; with
+        // no heartbeats at all, its last progress is the last time it was seen running.
+        look(alive);
         if (ranks.empty()) rec.progress_stop_s = alive;
         break;
       }
@@ -141,16 +161,7 @@ struct Attempt {
         rec.cause = "the supervisor was stopped (SIGINT/SIGTERM)";
         break;
       }
-      for (const HeartbeatRecord& r : read_heartbeats(dir)) {
-        if (r.attempt != n) continue;  // a process of an attempt before, not gone yet
-        RankState& s = ranks[r.rank];
-        if (!s.seen || s.record.seq != r.seq) s.changed_at = rec.progress_stop_s = now;
-        s.seen = true;
-        s.record = r;
-        s.rank = r.rank;
-        world = std::max(world, r.world);
-        any_step |= r.last_step > 0;
-      }
+      look(now);
       std::vector<RankState> all;
       for (int r = 0; r < world; ++r) {
         auto it = ranks.find(r);
@@ -193,7 +204,13 @@ struct Attempt {
 // Runs `launcher… zaya preflight`; a zaya::Error quoting its failing line if it fails.
 void run_preflight(const SuperviseOptions& opt) {
   std::vector<std::string> argv = opt.launcher;
-  argv.push_back(opt.self_exe.empty() ? "/proc/self/exe" : opt.self_exe);
+  // This binary's own path (a launcher would resolve /proc/self/exe to itself).
+  std::error_code ec;
+  const fs::path self =
+      opt.self_exe.empty() ? fs::read_symlink("/proc/self/exe", ec) : fs::path(opt.self_exe);
+  ZAYA_CHECK_INPUT(!ec, "preflight: cannot find this zaya binary (/proc/self/exe): {}",
+                   ec.message());
+  argv.push_back(self.string());
   argv.push_back("preflight");
   say("preflight: {}", join(argv));
   subprocess::Options so;
@@ -202,7 +219,7 @@ void run_preflight(const SuperviseOptions& opt) {
   ErrTail tail;
   subprocess::ExitStatus st;
   const double deadline = now_s() + opt.timeouts.seconds[int(heartbeat::Section::Setup)];
-  while (!wait_a_poll(p, tail, opt.poll_s, st)) {
+  for (double alive = 0; !wait_a_poll(p, tail, opt.poll_s, st, alive);) {
     if (g_stop || now_s() > deadline) {
       st = p.terminate(opt.grace_s);
       fail("preflight: {} (the job was not started)",
@@ -215,8 +232,10 @@ void run_preflight(const SuperviseOptions& opt) {
     return;
   }
   std::string line = tail.reason();
+  // Else its last line that says something (not one of mpirun's rules of dashes).
   for (auto it = tail.lines.rbegin(); line.empty() && it != tail.lines.rend(); ++it)
-    if (it->find_first_not_of(" \t") != std::string::npos) line = *it;
+    if (std::any_of(it->begin(), it->end(), [](unsigned char c) { return std::isalpha(c); }))
+      line = it->substr(it->find_first_not_of(" \t"));
   fail("preflight failed ({}): {} — the job was not started", subprocess::describe(st),
        line.empty() ? "no output" : line);
 }

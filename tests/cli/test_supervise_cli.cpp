@@ -206,7 +206,8 @@ TEST(SuperviseCli, FailedPreflightRefusesToStart) {
                "2.1 GFLOP/s: 19.6x slower than the median: FAIL'; exit 1");
   const std::string job = s.script("job.sh", "touch " + (s.tmp / "ran"));
   const CliResult r = s.run("--preflight --launcher " + launcher, job);
-  expect_contains(r.err, "supervise: preflight: " + launcher + " ");
+  expect_contains(r.err, "supervise: preflight: " + launcher + " " +
+                             fs::canonical(ZAYA_BINARY).string() + " preflight");
   EXPECT_EQ(r.code, 1) << r.err;
   expect_contains(last_line(r.err),
                   "zaya: error: preflight failed (exit code 1): preflight: rank "
