@@ -39,7 +39,7 @@ Action add_supervise_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "supervise", "Run a training job, detect crashes and hangs, restart it, report goodput");
   sub->add_option("--max-restarts", o.max_restarts, "restarts before giving up (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   sub->add_option("--launcher", args->launcher,
                   "launcher words before the command, e.g. \"mpirun -np 4\" or \"srun\"");
   sub->add_option("--dir", o.dir, "the run directory: heartbeats, events, goodput.json")

@@ -201,8 +201,9 @@ struct Attempt {
   }
 };
 
-// Runs `launcher… zaya preflight`; a zaya::Error quoting its failing line if it fails.
-void run_preflight(const SuperviseOptions& opt) {
+// Runs `launcher… zaya preflight`; a zaya::Error quoting its failing line if it fails. False if
+// the supervisor was stopped meanwhile.
+bool run_preflight(const SuperviseOptions& opt) {
   std::vector<std::string> argv = opt.launcher;
   // This binary's own path (a launcher would resolve /proc/self/exe to itself).
   std::error_code ec;
@@ -222,14 +223,14 @@ void run_preflight(const SuperviseOptions& opt) {
   for (double alive = 0; !wait_a_poll(p, tail, opt.poll_s, st, alive);) {
     if (g_stop || now_s() > deadline) {
       st = p.terminate(opt.grace_s);
-      fail("preflight: {} (the job was not started)",
-           g_stop ? "stopped" : "did not finish within the setup timeout");
+      if (g_stop) return false;
+      fail("preflight: did not finish within the setup timeout (the job was not started)");
     }
   }
   tail.take(p);
   if (st.ok()) {
     say("preflight passed");
-    return;
+    return true;
   }
   std::string line = tail.reason();
   // Else its last line that says something (not one of mpirun's rules of dashes).
@@ -306,11 +307,11 @@ int supervise(const SuperviseOptions& opt) {
   GoodputInput in;
   in.start_s = now_s();
   std::string error;  // why the supervisor gives up ("" when the job completed or it was stopped)
-  if (opt.preflight) run_preflight(opt);
   std::vector<std::string> argv = opt.launcher;
   argv.insert(argv.end(), opt.command.begin(), opt.command.end());
   int no_progress = 0;
-  for (int n = 1;; ++n) {
+  if (opt.preflight && !run_preflight(opt)) in.outcome = "stopped";
+  for (int n = 1; in.outcome.empty(); ++n) {
     Attempt a{opt, dir, {}};
     a.run(n, argv);
     in.attempts.push_back(a.rec);

@@ -157,7 +157,6 @@ TEST(SuperviseCli, HungRankIsNamedAndTheJobRestarted) {
   Supervised s;
   const std::string job = s.script("job.sh", R"(
 export WORLD=2
-hb 0 1 1 0 data "" 3; hb 1 1 1 0 data "" 3; sleep 0.2
 hb 0 2 5 4 collective all_reduce 10; hb 1 2 5 4 forward-backward "" 9
 if [ "$A" -ge 2 ]; then hb 0 3 5 5 done "" 10; hb 1 3 5 5 done "" 10; steps 0 5; exit 0; fi
 sleep 60)");
