@@ -3,10 +3,12 @@
 //     random steps, one inside a checkpoint write, completes; its final model.safetensors is
 //     byte-identical to an uninterrupted run's, its metrics hold every step once and goodput.json
 //     adds up (within 1%).
-// (b) A rank hung under `mpirun -np 2` is detected (tight computed timeouts), named (rank 1, its
-//     host, forward-backward of step 5), and the job restarts and completes.
+// (b) Under `mpirun -np 2`, a rank killed (step 3) and then a rank hung (step 5): the crash is
+//     seen, the hang detected (tight computed timeouts) and named (rank 1, its host,
+//     forward-backward of step 5), and the job restarts each time and completes.
 // (c) The newest checkpoint corrupted before a kill: the restart falls back to the one before and
 //     the final weights equal an uninterrupted run's.
+// ZAYA_TEST_SHOW_LOG=1 prints each supervised run's log.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -92,6 +94,7 @@ class SuperviseTrain : public testing::Test {
     const std::string rep = slurp(*dir_ / (name + "_sup/goodput.json"));
     if (!rep.empty()) s.report = json::parse(rep);
     std::printf("%s: %.1f s, exit %d\n", name.c_str(), s.seconds, s.code);
+    if (getenv("ZAYA_TEST_SHOW_LOG")) std::printf("%s\n", s.log.c_str());
     return s;
   }
 
@@ -157,7 +160,7 @@ TEST_F(SuperviseTrain, HungRankIsNamedAndTheJobCompletes) {
                                "ZAYA_DIST_TIMEOUT -x ZAYA_FAULT -x ZAYA_SUPERVISE_DIR -x "
                                "ZAYA_SUPERVISE_ATTEMPT";
   const Supervised s =
-      supervise("hang", "hang@step:5:rank:1",
+      supervise("hang", "kill@step:3:rank:1,hang@step:5:rank:1",
                 "--timeout-floor 4 --timeout-factor 10 --grace 3 --launcher '" + launcher + "'",
                 train_args("hang", 12, false));
   ASSERT_EQ(s.code, 0) << s.log;
@@ -166,7 +169,10 @@ TEST_F(SuperviseTrain, HungRankIsNamedAndTheJobCompletes) {
   test::expect_contains(s.log, fmt::format("supervise: hang: rank 1 on host {} silent", host));
   test::expect_contains(s.log, "in forward-backward of step 5 (timeout ");
   test::expect_contains(s.log, "rank 0 waits in collective");
-  ASSERT_GE(s.report["failures"].size(), 1u);
+  test::expect_contains(s.log, "supervise: attempt 1 failed after");
+  ASSERT_GE(s.report["failures"].size(), 2u);
+  EXPECT_EQ(s.report["failures"][0]["kind"], "crash") << s.report.dump(2);
+  test::expect_contains(s.report["failures"][0]["cause"], "kill@step:3:rank:1");
   bool hang_seen = false;
   for (const json& f : s.report["failures"]) hang_seen |= f["kind"] == "hang";
   EXPECT_TRUE(hang_seen) << s.report.dump(2);
