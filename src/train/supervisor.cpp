@@ -232,8 +232,12 @@ bool run_preflight(const SuperviseOptions& opt) {
     say("preflight passed");
     return true;
   }
-  std::string line = tail.reason();
-  // Else its last line that says something (not one of mpirun's rules of dashes).
+  // The bad ranks' lines ("preflight: rank R (host H): why"), else the error or fault line, else
+  // its last line that says something (not one of mpirun's rules of dashes).
+  std::string line;
+  for (const std::string& l : tail.lines)
+    if (l.rfind("preflight: rank ", 0) == 0) line += (line.empty() ? "" : "; ") + l;
+  if (line.empty()) line = tail.reason();
   for (auto it = tail.lines.rbegin(); line.empty() && it != tail.lines.rend(); ++it)
     if (std::any_of(it->begin(), it->end(), [](unsigned char c) { return std::isalpha(c); }))
       line = it->substr(it->find_first_not_of(" \t"));

@@ -198,20 +198,36 @@ TEST(SuperviseCli, CleanRunExitsZeroWithAReportThatAddsUp) {
 
 TEST(SuperviseCli, FailedPreflightRefusesToStart) {
   Supervised s;
-  // A stand-in launcher: it prints what a failing `zaya preflight` would and exits 1.
-  const std::string launcher =
-      s.script("launch.sh",
-               "echo 'preflight: rank 0 sgemm 41.2 GFLOP/s ok'; echo 'preflight: rank 1 sgemm "
-               "2.1 GFLOP/s: 19.6x slower than the median: FAIL'; exit 1");
+  // A stand-in launcher: it prints what a refusing `mpirun -np 2 zaya preflight` does and exits 1.
+  const std::string launcher = s.script("launch.sh", R"(
+echo 'zaya: fault injected on rank 1: slow@preflight:rank:1:seconds:2' >&2
+echo '# rank host  sgemm GFLOP/s  ratio'
+echo 'preflight: rank 1 (host vm): sgemm 0.134 GFLOP/s is 0.00309x the median 43.2 (limit 0.5x)' >&2
+echo 'preflight: refused: 1 of 2 ranks bad (min ratio 0.5x of the median)'
+echo '-----------------------------------' >&2
+exit 1)");
   const std::string job = s.script("job.sh", "touch " + (s.tmp / "ran"));
   const CliResult r = s.run("--preflight --launcher " + launcher, job);
   expect_contains(r.err, "supervise: preflight: " + launcher + " " +
                              fs::canonical(ZAYA_BINARY).string() + " preflight");
   EXPECT_EQ(r.code, 1) << r.err;
-  expect_contains(last_line(r.err),
-                  "zaya: error: preflight failed (exit code 1): preflight: rank "
-                  "1 sgemm 2.1 GFLOP/s: 19.6x slower than the median: FAIL");
+  EXPECT_EQ(last_line(r.err),
+            "zaya: error: preflight failed (exit code 1): preflight: rank 1 (host vm): sgemm 0.134 "
+            "GFLOP/s is 0.00309x the median 43.2 (limit 0.5x) — the job was not started");
   EXPECT_FALSE(fs::exists(s.tmp / "ran"));
+}
+
+TEST(SuperviseCli, PassingPreflightStartsTheJob) {
+  Supervised s;
+  // A stand-in launcher that runs its command's checks as passed, and the job itself directly.
+  const std::string launcher = s.script(
+      "launch.sh",
+      "[ \"$2\" = preflight ] && { echo 'preflight: 2 ranks good'; exit 0; }; exec \"$@\"");
+  const std::string job = s.script("job.sh", "touch " + (s.tmp / "ran"));
+  const CliResult r = s.run("--preflight --launcher " + launcher, job);
+  EXPECT_EQ(r.code, 0) << r.err;
+  expect_contains(r.err, "supervise: preflight passed");
+  EXPECT_TRUE(fs::exists(s.tmp / "ran"));
 }
 
 TEST(SuperviseCli, SigintStopsTheJobAndWritesTheReport) {

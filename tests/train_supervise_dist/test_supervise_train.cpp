@@ -8,6 +8,8 @@
 //     forward-backward of step 5), and the job restarts each time and completes.
 // (c) The newest checkpoint corrupted before a kill: the restart falls back to the one before and
 //     the final weights equal an uninterrupted run's.
+// (d) --preflight with a rank made slow (slow@preflight): the real `mpirun -np 2 zaya preflight`
+//     refuses, naming rank 1, and the job is not started.
 // ZAYA_TEST_SHOW_LOG=1 prints each supervised run's log.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -123,6 +125,13 @@ class SuperviseTrain : public testing::Test {
     EXPECT_GT(r["productive_s"].get<double>(), 0) << r.dump(2);
   }
 
+  // mpirun -np 2 with the variables the job needs (local ranks inherit them; -x for other hosts).
+  static std::string mpirun2() {
+    return std::string(ZAYA_MPIRUN) + " " + ZAYA_MPIRUN_FLAGS +
+           " -np 2 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x ZAYA_DIST_TIMEOUT -x ZAYA_FAULT "
+           "-x ZAYA_SUPERVISE_DIR -x ZAYA_SUPERVISE_ATTEMPT";
+  }
+
   static ScratchDir* dir_;
 };
 
@@ -155,10 +164,7 @@ TEST_F(SuperviseTrain, ChaosKillsFinishBitIdentical) {
 
 TEST_F(SuperviseTrain, HungRankIsNamedAndTheJobCompletes) {
   if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
-  const std::string launcher = std::string(ZAYA_MPIRUN) + " " + ZAYA_MPIRUN_FLAGS +
-                               " -np 2 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x "
-                               "ZAYA_DIST_TIMEOUT -x ZAYA_FAULT -x ZAYA_SUPERVISE_DIR -x "
-                               "ZAYA_SUPERVISE_ATTEMPT";
+  const std::string launcher = mpirun2();
   const Supervised s =
       supervise("hang", "kill@step:3:rank:1,hang@step:5:rank:1",
                 "--timeout-floor 4 --timeout-factor 10 --grace 3 --launcher '" + launcher + "'",
@@ -194,6 +200,22 @@ TEST_F(SuperviseTrain, CorruptNewestCheckpointFallsBackToThePrevious) {
   EXPECT_TRUE(got == want) << "final model.safetensors differs from the uninterrupted run's";
   expect_each_step_once("corrupt", 20);
   expect_adds_up(s.report);
+}
+
+TEST_F(SuperviseTrain, PreflightRefusesASlowRank) {
+  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
+  const Supervised s =
+      supervise("preflight", "slow@preflight:rank:1:seconds:2",
+                "--preflight --launcher '" + mpirun2() + "'", train_args("preflight", 12, false));
+  EXPECT_EQ(s.code, 1) << s.log;
+  std::string last = s.log;
+  while (!last.empty() && last.back() == '\n') last.pop_back();
+  last = last.substr(last.rfind('\n') + 1);
+  EXPECT_EQ(last.rfind("zaya: error: preflight failed (exit code 1): preflight: rank 1 (host ", 0),
+            0u)
+      << s.log;
+  test::expect_contains(last, "the job was not started");
+  EXPECT_FALSE(fs::exists(*dir_ / "preflight.jsonl"));
 }
 
 }  // namespace
