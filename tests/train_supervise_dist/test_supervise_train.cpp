@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 
+#include "cli_dist/mpirun_job.h"
 #include "cli_util.h"
 #include "test_util.h"
 #include "train_loop/tiny_data.h"
@@ -163,7 +164,7 @@ TEST_F(SuperviseTrain, ChaosKillsFinishBitIdentical) {
 }
 
 TEST_F(SuperviseTrain, HungRankIsNamedAndTheJobCompletes) {
-  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
+  SKIP_WITHOUT_MPIRUN();
   const std::string launcher = mpirun2();
   const Supervised s =
       supervise("hang", "kill@step:3:rank:1,hang@step:5:rank:1",
@@ -203,7 +204,7 @@ TEST_F(SuperviseTrain, CorruptNewestCheckpointFallsBackToThePrevious) {
 }
 
 TEST_F(SuperviseTrain, PreflightRefusesASlowRank) {
-  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
+  SKIP_WITHOUT_MPIRUN();
   const Supervised s =
       supervise("preflight", "slow@preflight:rank:1:seconds:2",
                 "--preflight --launcher '" + mpirun2() + "'", train_args("preflight", 12, false));
