@@ -274,9 +274,9 @@ std::string goodput_summary(const json& r) {
   const auto pct = [&](double v) { return wall > 0 ? 100 * v / wall : 0.0; };
   const json& o = r["overhead"];
   std::string s = fmt::format(
-      "supervise: goodput: {}; wall {:.1f} s = productive {:.1f} s ({:.1f}%) + overhead {:.1f} s "
-      "(before launch {:.1f}, setup {:.1f}, after steps {:.1f}, shutdown {:.1f}) + anomalies "
-      "{:.1f} s + failures {:.1f} s\n",
+      "supervise: goodput: {}; wall {:.2f} s = productive {:.2f} s ({:.1f}%) + overhead {:.2f} s "
+      "(before launch {:.2f}, setup {:.2f}, after steps {:.2f}, shutdown {:.2f}) + anomalies "
+      "{:.2f} s + failures {:.2f} s\n",
       r["outcome"].get<std::string>(), wall, r["productive_s"].get<double>(),
       pct(r["productive_s"]), r["overhead_s"].get<double>(), o["before_launch_s"].get<double>(),
       o["setup_s"].get<double>(), o["after_step_s"].get<double>(), o["shutdown_s"].get<double>(),

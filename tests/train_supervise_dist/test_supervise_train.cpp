@@ -10,6 +10,9 @@
 //     the final weights equal an uninterrupted run's.
 // (d) --preflight with a rank made slow (slow@preflight): the real `mpirun -np 2 zaya preflight`
 //     refuses, naming rank 1, and the job is not started.
+// (e) Two NaN losses in a row (train.anomaly_rollback = 2): both skipped, then a rollback to the
+//     step-5 checkpoint; goodput.json lists the anomalies and the rollback, counts the undone
+//     steps as lost to them, and keeps 20 steps.
 // ZAYA_TEST_SHOW_LOG=1 prints each supervised run's log.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -217,6 +220,27 @@ TEST_F(SuperviseTrain, PreflightRefusesASlowRank) {
       << s.log;
   test::expect_contains(last, "the job was not started");
   EXPECT_FALSE(fs::exists(*dir_ / "preflight.jsonl"));
+}
+
+TEST_F(SuperviseTrain, AnomaliesAndRollbackAreInTheReport) {
+  const Supervised s = supervise("nan", "nan@step:8,nan@step:9", "",
+                                 train_args("nan", 20, false) + " --set train.anomaly_rollback=2");
+  ASSERT_EQ(s.code, 0) << s.log;
+  const json& r = s.report;
+  EXPECT_EQ(r["restarts"], 0) << s.log;
+  ASSERT_EQ(r["anomalies"].size(), 2u) << r.dump(2);
+  EXPECT_EQ(r["anomalies"][0]["step"], 8);
+  EXPECT_EQ(r["anomalies"][0]["kind"], "nonfinite");
+  EXPECT_EQ(r["anomalies"][1]["step"], 9);
+  ASSERT_EQ(r["rollbacks"].size(), 1u) << r.dump(2);
+  EXPECT_EQ(r["rollbacks"][0]["to_step"], 5);
+  EXPECT_EQ(r["steps_rolled_back"], 4);  // 6 and 7 done, 8 and 9 skipped, all undone
+  EXPECT_EQ(r["steps_skipped"], 0);
+  EXPECT_EQ(r["steps_kept"], 20);
+  EXPECT_GT(r["anomaly_s"].get<double>(), 0);
+  test::expect_contains(s.log, "supervise:   rollback: after step 9 to step 5 (attempt 1)");
+  expect_each_step_once("nan", 20);
+  expect_adds_up(r);
 }
 
 }  // namespace
