@@ -152,6 +152,7 @@ struct Attempt {
         // no heartbeats at all, its last progress is the last time it was seen running.
         look(alive);
         if (ranks.empty()) rec.progress_stop_s = alive;
+        p.terminate(opt.grace_s);  // what the launcher left behind, if anything
         break;
       }
       if (g_stop) {

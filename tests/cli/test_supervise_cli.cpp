@@ -5,6 +5,7 @@
 // hang named by rank / host / section, a clean run whose goodput.json adds up, a preflight that
 // fails, and SIGINT (exit 130 with the report). Every job here lasts a few seconds at most.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -194,6 +195,21 @@ TEST(SuperviseCli, CleanRunExitsZeroWithAReportThatAddsUp) {
   EXPECT_EQ(rep["failures"].size(), 0u);
   expect_adds_up(rep);
   EXPECT_EQ(nlohmann::json::parse(slurp(s.tmp / "copy.json")), rep);
+}
+
+TEST(SuperviseCli, WhatTheJobLeavesBehindIsEnded) {
+  Supervised s;
+  // The job's leader exits at once, leaving a process of its group running.
+  const std::string job =
+      s.script("job.sh", "sleep 30 & echo $! > " + (s.tmp / "pid") + "; steps 0 1; exit 0");
+  double seconds = 0;
+  const CliResult r = s.run("", job, "", &seconds);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(seconds, 20);
+  pid_t left = 0;
+  std::ifstream(s.tmp / "pid") >> left;
+  ASSERT_GT(left, 0);
+  EXPECT_NE(::kill(left, 0), 0) << "pid " << left << " outlived the supervisor";
 }
 
 TEST(SuperviseCli, FailedPreflightRefusesToStart) {
