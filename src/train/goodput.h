@@ -76,7 +76,22 @@ struct GoodputInput {
   std::string outcome;  // "completed", "restarts spent", "no progress", "stopped", ...
 };
 
-// The report (schema: see the README / the supervisor's docs; keys as built here).
+// The report, one JSON object (seconds are wall seconds; times of attempts are from the
+// supervisor's start):
+//   outcome             completed | restarts spent | no progress | stopped
+//   wall_s, productive_s, goodput (= productive_s / wall_s), overhead_s, anomaly_s, failures_s,
+//   parts_sum_s         productive + overhead + anomalies + failures (= wall_s)
+//   overhead            {before_launch_s, setup_s, after_step_s, shutdown_s}
+//   attempts[]          {attempt, launch_s, end_s, outcome (completed|crash|hang|stopped), exit
+//                        ("exit code 1" | "signal SIGKILL"), cause, resumed_step, setup_s, steps,
+//                        clock_scale, torn_event_lines}
+//   restarts            attempts − 1
+//   failures[]          one per attempt that did not complete: {attempt, kind (crash|hang|
+//                        stopped), exit, cause, detection_s, restart_s, recomputed_s,
+//                        recomputed_steps[], other_s, total_s}
+//   steps_kept, steps_skipped, steps_recomputed, steps_rolled_back
+//   faults_fired[]      {spec, rank, attempt}
+//   anomalies[], rollbacks[], stragglers[]   the job's events as it wrote them
 nlohmann::json goodput_report(const GoodputInput& in);
 // The human-readable summary of a report, several lines, each ending in '\n'.
 std::string goodput_summary(const nlohmann::json& report);
