@@ -139,7 +139,11 @@ Process::~Process() {
 }
 
 Process::Process(Process&& o) noexcept
-    : pid_(o.pid_), reaped_(o.reaped_), status_(o.status_), err_fd_(o.err_fd_) {
+    : pid_(o.pid_),
+      reaped_(o.reaped_),
+      group_gone_(o.group_gone_),
+      status_(o.status_),
+      err_fd_(o.err_fd_) {
   o.pid_ = -1;
   o.err_fd_ = -1;
 }
@@ -147,7 +151,8 @@ Process::Process(Process&& o) noexcept
 Process& Process::operator=(Process&& o) noexcept {
   if (this != &o) {
     reset();
-    pid_ = o.pid_, reaped_ = o.reaped_, status_ = o.status_, err_fd_ = o.err_fd_;
+    pid_ = o.pid_, reaped_ = o.reaped_, group_gone_ = o.group_gone_;
+    status_ = o.status_, err_fd_ = o.err_fd_;
     o.pid_ = -1;
     o.err_fd_ = -1;
   }
@@ -159,7 +164,7 @@ void Process::reset() {
   if (err_fd_ >= 0) ::close(err_fd_);
   pid_ = -1;
   err_fd_ = -1;
-  reaped_ = false;
+  reaped_ = group_gone_ = false;
 }
 
 bool Process::poll(ExitStatus& out) {
@@ -177,7 +182,7 @@ bool Process::poll(ExitStatus& out) {
   }
   // Members of the group that are our children (a subreaper adopts orphans): reap them too.
   int status = 0;
-  while (::waitpid(-pid_, &status, WNOHANG) > 0) {
+  while (!group_gone_ && ::waitpid(-pid_, &status, WNOHANG) > 0) {
   }
   if (reaped_) out = status_;
   return reaped_;
@@ -189,8 +194,12 @@ ExitStatus Process::wait() {
   return s;
 }
 
-bool Process::group_alive() const {
-  return ::kill(-pid_, 0) == 0 || errno == EPERM;
+bool Process::group_alive() {
+  // Once the leader is reaped and the group empty, its id may be reused: never signal it again.
+  if (group_gone_) return false;
+  const bool alive = ::kill(-pid_, 0) == 0 || errno == EPERM;
+  group_gone_ = reaped_ && !alive;
+  return alive;
 }
 
 ExitStatus Process::terminate(double grace_s) {

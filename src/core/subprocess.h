@@ -69,9 +69,9 @@ class Process {
 
  private:
   void reset();
-  bool group_alive() const;
+  bool group_alive();
   pid_t pid_ = -1;
-  bool reaped_ = false;
+  bool reaped_ = false, group_gone_ = false;
   ExitStatus status_;
   int err_fd_ = -1;
 };
