@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_serve_command);
   add(zaya::cli::add_bench_command);
   add(zaya::cli::add_preflight_command);
+  add(zaya::cli::add_supervise_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
