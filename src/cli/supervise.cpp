@@ -17,25 +17,25 @@ namespace zaya::cli {
 namespace {
 
 struct SuperviseArgs {
-  train::SuperviseOptions opt;
+  SuperviseOptions opt;
   std::string launcher;
   std::vector<std::string> timeouts;
   double floor = 60, factor = 10;
 };
 
 int run_supervise(SuperviseArgs& a) {
-  a.opt.launcher = train::split_words(a.launcher);
-  for (const std::string& t : a.timeouts) train::set_timeout(a.opt.timeouts, t);
+  a.opt.launcher = split_words(a.launcher);
+  for (const std::string& t : a.timeouts) set_timeout(a.opt.timeouts, t);
   a.opt.timeouts.floor = a.floor;
   a.opt.timeouts.factor = a.factor;
-  return train::supervise(a.opt);
+  return supervise(a.opt);
 }
 
 }  // namespace
 
 Action add_supervise_command(CLI::App& app) {
   auto args = std::make_shared<SuperviseArgs>();
-  train::SuperviseOptions& o = args->opt;
+  SuperviseOptions& o = args->opt;
   CLI::App* sub = app.add_subcommand(
       "supervise", "Run a training job, detect crashes and hangs, restart it, report goodput");
   sub->add_option("--max-restarts", o.max_restarts, "restarts before giving up (default 10)")

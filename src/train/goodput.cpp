@@ -7,7 +7,7 @@
 
 #include "core/assert.h"
 
-namespace zaya::train {
+namespace zaya {
 
 using nlohmann::json;
 
@@ -314,4 +314,4 @@ std::string goodput_summary(const json& r) {
   return s;
 }
 
-}  // namespace zaya::train
+}  // namespace zaya

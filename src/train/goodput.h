@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-namespace zaya::train {
+namespace zaya {
 
 // One attempt's events.jsonl.
 struct AttemptEvents {
@@ -96,4 +96,4 @@ nlohmann::json goodput_report(const GoodputInput& in);
 // The human-readable summary of a report, several lines, each ending in '\n'.
 std::string goodput_summary(const nlohmann::json& report);
 
-}  // namespace zaya::train
+}  // namespace zaya

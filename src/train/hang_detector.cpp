@@ -9,7 +9,7 @@
 
 #include "core/assert.h"
 
-namespace zaya::train {
+namespace zaya {
 
 using heartbeat::Section;
 
@@ -184,4 +184,4 @@ HangVerdict detect_hang(const std::vector<RankState>& ranks, double now, const H
   return v;
 }
 
-}  // namespace zaya::train
+}  // namespace zaya

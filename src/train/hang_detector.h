@@ -19,7 +19,7 @@
 
 #include "core/heartbeat.h"
 
-namespace zaya::train {
+namespace zaya {
 
 // One heartbeat_rankRRRRR.json record.
 struct HeartbeatRecord {
@@ -81,4 +81,4 @@ struct HangVerdict {
 // same clock as changed_at.
 HangVerdict detect_hang(const std::vector<RankState>& ranks, double now, const HangTimeouts& t);
 
-}  // namespace zaya::train
+}  // namespace zaya

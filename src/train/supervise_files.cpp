@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace zaya::train {
+namespace zaya {
 
 namespace fs = std::filesystem;
 
@@ -74,4 +74,4 @@ std::vector<std::pair<int, std::string>> read_rank_errors(const std::string& dir
   return out;
 }
 
-}  // namespace zaya::train
+}  // namespace zaya

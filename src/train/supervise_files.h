@@ -7,7 +7,7 @@
 
 #include "train/hang_detector.h"
 
-namespace zaya::train {
+namespace zaya {
 
 // Removes the files of the attempt before (heartbeats, events, error messages) — not
 // faults_fired.txt, which spans the whole supervised job.
@@ -19,4 +19,4 @@ std::vector<std::pair<int, std::string>> read_rank_errors(const std::string& dir
 // The whole file; "" when it does not exist.
 std::string read_text(const std::string& path);
 
-}  // namespace zaya::train
+}  // namespace zaya

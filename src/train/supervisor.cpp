@@ -22,7 +22,7 @@
 #include "train/goodput.h"
 #include "train/supervise_files.h"
 
-namespace zaya::train {
+namespace zaya {
 
 namespace fs = std::filesystem;
 
@@ -363,4 +363,4 @@ int supervise(const SuperviseOptions& opt) {
   return 0;
 }
 
-}  // namespace zaya::train
+}  // namespace zaya

@@ -14,7 +14,7 @@
 
 #include "train/hang_detector.h"
 
-namespace zaya::train {
+namespace zaya {
 
 struct SuperviseOptions {
   std::vector<std::string> launcher;  // words before the command ("mpirun", "-np", "2"), or none
@@ -37,4 +37,4 @@ std::vector<std::string> split_words(const std::string& text);
 // Runs the supervised job (see the file comment). Returns 0 or 130; throws zaya::Error.
 int supervise(const SuperviseOptions& opt);
 
-}  // namespace zaya::train
+}  // namespace zaya

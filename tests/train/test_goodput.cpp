@@ -5,7 +5,7 @@
 
 #include "train/goodput.h"
 
-using namespace zaya::train;
+using namespace zaya;
 using nlohmann::json;
 
 namespace {

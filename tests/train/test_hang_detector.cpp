@@ -7,7 +7,7 @@
 #include "train/hang_detector.h"
 
 using namespace zaya;
-using namespace zaya::train;
+using namespace zaya;
 using heartbeat::Section;
 using zaya::test::error_of;
 using zaya::test::expect_contains;

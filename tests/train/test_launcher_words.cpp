@@ -5,7 +5,7 @@
 #include "test_util.h"
 #include "train/supervisor.h"
 
-using zaya::train::split_words;
+using zaya::split_words;
 using Words = std::vector<std::string>;
 
 TEST(LauncherWords, SplitsOnBlanks) {
