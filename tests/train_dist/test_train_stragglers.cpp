@@ -20,14 +20,10 @@ TEST(TrainStragglers, ASlowRankIsNamedInTheLogAndTheMetrics) {
   if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
   test::ScratchDir dir;
   const std::string shards = test::make_tiny_dataset(dir);
-  std::ofstream(dir / "run.toml") << "[model]\nconfig = \"" << ZAYA_TEST_DATA
-                                  << "/configs/tiny.json\"\n"
-                                  << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
-                                  << "[train]\nmicro_batch = 2\nsteps = 10\nlog_every = 100\n"
-                                  << "eval_every = 0\neval_batches = 1\nstraggler_steps = 3\n"
-                                  << "straggler_factor = 3\n"
-                                  << "metrics = \"" << dir / "m.jsonl"
-                                  << "\"\n";
+  test::write_tiny_toml(dir / "run.toml", shards,
+                        "micro_batch = 2\nsteps = 10\nlog_every = 100\neval_batches = 1\n"
+                        "straggler_steps = 3\nstraggler_factor = 3\nmetrics = \"" +
+                            dir / "m.jsonl" + "\"\n");
   std::string faults;
   for (int s = 3; s <= 7; ++s)
     faults += (faults.empty() ? "" : ",") + std::string("slow@step:") + std::to_string(s) +

@@ -42,13 +42,10 @@ class TrainZero : public testing::Test {
   static void SetUpTestSuite() {
     dir_ = new ScratchDir;
     const std::string shards = test::make_tiny_dataset(*dir_);
-    std::ofstream(*dir_ / "run.toml")
-        << "[model]\nconfig = \"" << ZAYA_TEST_DATA << "/configs/tiny.json\"\n"
-        << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
-        << "[train]\ngrad_accum = 2\nsteps = 20\nlog_every = 5\n"
-        << "eval_every = 0\neval_batches = 2\n"
-        << "[optim]\nwarmup = 3\nlr = 0.003\nmin_lr = 0.0003\n"
-        << "[checkpoint]\nkeep_last = 0\n";
+    test::write_tiny_toml(*dir_ / "run.toml", shards,
+                          "grad_accum = 2\nsteps = 20\nlog_every = 5\neval_batches = 2\n",
+                          "[optim]\nwarmup = 3\nlr = 0.003\nmin_lr = 0.0003\n"
+                          "[checkpoint]\nkeep_last = 0\n");
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {

@@ -20,13 +20,9 @@ class SupervisedJob : public testing::Test {
   void SetUp() override {
     const std::string shards = make_tiny_dataset(dir);
     fs::create_directories(dir / "sup");
-    std::ofstream(dir / "run.toml")
-        << "[model]\nconfig = \"" << ZAYA_TEST_DATA << "/configs/tiny.json\"\n"
-        << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
-        << "[train]\nmicro_batch = 2\nsteps = 6\nlog_every = 100\n"
-        << "eval_every = 0\neval_batches = 1\n"
-        << "[checkpoint]\ndir = \"" << dir / "ckpt"
-        << "\"\nevery = 3\n";
+    write_tiny_toml(dir / "run.toml", shards,
+                    "micro_batch = 2\nsteps = 6\nlog_every = 100\neval_batches = 1\n",
+                    "[checkpoint]\ndir = \"" + dir / "ckpt" + "\"\nevery = 3\n");
   }
   CliResult train(const std::string& env, const std::string& extra = "") {
     const std::string cmd = "ZAYA_SUPERVISE_DIR=" + dir / "sup" + " ZAYA_SUPERVISE_ATTEMPT=2 " +

@@ -43,6 +43,16 @@ inline std::string make_tiny_dataset(const ScratchDir& dir) {
   return byte_shards(dir, 0.1);
 }
 
+// A TOML run file of configs/tiny.json on `shards` (seq_len 16, evaluation only at the end):
+// `train` holds more [train] lines ("key = value\n"), `rest` the sections after it.
+inline void write_tiny_toml(const std::string& path, const std::string& shards,
+                            const std::string& train, const std::string& rest = "") {
+  std::ofstream(path) << "[model]\nconfig = \"" << ZAYA_TEST_DATA << "/configs/tiny.json\"\n"
+                      << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
+                      << "[train]\neval_every = 0\n"
+                      << train << rest;
+}
+
 // A 20-step run of configs/tiny.json on `shards`: metrics and checkpoints (synchronous, saved
 // only at the end) named after `name` under dir.
 inline TrainConfig tiny_run(const ScratchDir& dir, const std::string& name,

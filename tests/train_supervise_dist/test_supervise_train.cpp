@@ -49,13 +49,10 @@ class SuperviseTrain : public testing::Test {
   static void SetUpTestSuite() {
     dir_ = new ScratchDir;
     const std::string shards = test::make_tiny_dataset(*dir_);
-    std::ofstream(*dir_ / "run.toml")
-        << "[model]\nconfig = \"" << ZAYA_TEST_DATA << "/configs/tiny.json\"\n"
-        << "[data]\ndataset = \"" << shards << "\"\nseq_len = 16\n"
-        << "[train]\nmicro_batch = 2\ngrad_accum = 1\nlog_every = 10\n"
-        << "eval_every = 0\neval_batches = 1\n"
-        << "[optim]\nwarmup = 3\nlr = 0.003\nmin_lr = 0.0003\n"
-        << "[checkpoint]\nevery = 5\nkeep_last = 0\nresume = \"auto\"\n";
+    test::write_tiny_toml(*dir_ / "run.toml", shards,
+                          "micro_batch = 2\ngrad_accum = 1\nlog_every = 10\neval_batches = 1\n",
+                          "[optim]\nwarmup = 3\nlr = 0.003\nmin_lr = 0.0003\n"
+                          "[checkpoint]\nevery = 5\nkeep_last = 0\nresume = \"auto\"\n");
   }
   static void TearDownTestSuite() { delete dir_; }
 
