@@ -8,7 +8,15 @@
 // of the block (of the warp, for a shuffle) has reached it; anything else is reported as the
 // bug it is on a GPU: __syncthreads or a full-warp shuffle reached by only some threads, a
 // shuffle reading a lane that has exited or does not exist, a bad launch configuration.
+//
+// ZAYA_EMU_PROTECT=1: device allocations are their own mappings, PROT_NONE while no launch or
+// runtime call (copy, fill, cudaMemcpy/Memset) runs, so host code that reads or writes device
+// memory directly (which would fault or read garbage on a GPU) stops with SIGSEGV and a message
+// naming the buffer and the faulting code (a backtrace).
+#include <execinfo.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -285,6 +293,7 @@ void launch_impl(const char* kernel, const char* file, int line, dim3 grid, dim3
   l.file = file;
   l.line = line;
   if (in_launch) emu_fail("a launch inside a kernel");
+  const DeviceAccess open;  // kernels read device memory (ZAYA_EMU_PROTECT)
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   blockIdx = {0, 0, 0};
   if (threads == 0 || threads > 1024 || block.z > 64)
@@ -349,9 +358,70 @@ constexpr unsigned char kGuardByte = 0xa5;
 std::mutex mu;
 size_t in_use = 0, peak = 0;
 
+// ZAYA_EMU_PROTECT: every live mapping (base → length), and how many DeviceAccess scopes are open.
+const bool kProtect = [] {
+  const char* v = std::getenv("ZAYA_EMU_PROTECT");
+  return v && *v && *v != '0';
+}();
+std::unordered_map<unsigned char*, size_t> mappings;
+int open_depth = 0;
+
+size_t mapping_bytes(size_t bytes) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  return (kHeader + bytes + kGuard + page - 1) / page * page;
+}
+
+void set_protection(unsigned char* base, size_t length, bool readable) {
+  if (::mprotect(base, length, readable ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+    std::perror("gpu emulator: mprotect");
+    std::abort();
+  }
+}
+
+// A fault in a protected device buffer: host code touched device memory.
+void on_segv(int, siginfo_t* info, void*) {
+  auto* at = static_cast<unsigned char*>(info->si_addr);
+  for (const auto& [base, length] : mappings)
+    if (at >= base && at < base + length) {
+      char line[200];
+      const int n = std::snprintf(line, sizeof line,
+                                  "gpu emulator (ZAYA_EMU_PROTECT): host code touched device "
+                                  "memory: byte %td of a device buffer, outside any launch or "
+                                  "copy; backtrace:\n",
+                                  at - base - ptrdiff_t(kHeader));
+      if (::write(2, line, size_t(n)) < 0) break;
+      void* frames[48];
+      backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+      break;
+    }
+  ::signal(SIGSEGV, SIG_DFL);
+  ::raise(SIGSEGV);
+}
+
+void install_segv_handler() {
+  static const bool once = [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGSEGV, &sa, nullptr);
+    return true;
+  }();
+  (void)once;
+}
+
 void* raw_alloc(size_t bytes, int fill) {
-  auto* base = static_cast<unsigned char*>(
-      std::aligned_alloc(64, kHeader + bytes + kGuard + 63 & ~size_t(63)));
+  unsigned char* base = nullptr;
+  if (kProtect) {
+    install_segv_handler();
+    void* m = ::mmap(nullptr, mapping_bytes(bytes), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) fail("gpu emulator: out of host memory ({} bytes)", bytes);
+    base = static_cast<unsigned char*>(m);
+  } else {
+    base = static_cast<unsigned char*>(
+        std::aligned_alloc(64, kHeader + bytes + kGuard + 63 & ~size_t(63)));
+  }
   if (!base) fail("gpu emulator: out of host memory ({} bytes)", bytes);
   std::memcpy(base, &bytes, sizeof bytes);
   std::memset(base + kHeader, fill, bytes);
@@ -359,12 +429,23 @@ void* raw_alloc(size_t bytes, int fill) {
   std::lock_guard<std::mutex> lock(mu);
   in_use += bytes;
   peak = std::max(peak, in_use);
+  if (kProtect) {
+    mappings.emplace(base, mapping_bytes(bytes));
+    if (open_depth == 0) set_protection(base, mapping_bytes(bytes), false);
+  }
   return base + kHeader;
 }
 
 void raw_free(void* p) noexcept {
   if (!p) return;
   auto* base = static_cast<unsigned char*>(p) - kHeader;
+  size_t length = 0;
+  if (kProtect) {
+    std::lock_guard<std::mutex> lock(mu);
+    length = mappings.at(base);
+    mappings.erase(base);
+    set_protection(base, length, true);
+  }
   size_t bytes;
   std::memcpy(&bytes, base, sizeof bytes);
   for (size_t i = 0; i < kGuard; ++i)
@@ -379,10 +460,36 @@ void raw_free(void* p) noexcept {
     std::lock_guard<std::mutex> lock(mu);
     in_use -= bytes;
   }
-  std::free(base);
+  if (kProtect)
+    ::munmap(base, length);
+  else
+    std::free(base);
 }
 
 }  // namespace
+}  // namespace zaya::gpu
+
+namespace emu {
+
+void device_open() {
+  using namespace zaya::gpu;
+  if (!kProtect) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (open_depth++ == 0)
+    for (const auto& [base, length] : mappings) set_protection(base, length, true);
+}
+
+void device_close() {
+  using namespace zaya::gpu;
+  if (!kProtect) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (--open_depth == 0)
+    for (const auto& [base, length] : mappings) set_protection(base, length, false);
+}
+
+}  // namespace emu
+
+namespace zaya::gpu {
 
 void check_failed(const char* expr, const char* file, int line, const char* message) {
   throw Error(fmt::format("GPU error at {}:{}: {}: {}", file, line, expr, message));
@@ -411,6 +518,7 @@ void cached_free(void* p) noexcept {
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes) {
+  const emu::DeviceAccess open;
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
@@ -423,12 +531,14 @@ void free(void* p) noexcept {
 }
 
 void fill_zero(void* p, size_t bytes) {
+  const emu::DeviceAccess open;
   if (bytes) std::memset(p, 0, bytes);
 }
 
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   ZAYA_ASSERT(dst_device == Device::Gpu || src_device == Device::Gpu,
               "gpu::copy between two host buffers");
+  const emu::DeviceAccess open;
   if (bytes) std::memmove(dst, src, bytes);
 }
 

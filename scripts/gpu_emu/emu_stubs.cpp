@@ -5,6 +5,7 @@
 #include "core/dtype.h"
 #include "ops/backend.h"
 #include "ops/gpu/gemm.h"
+#include "ops/gpu/vendor.h"
 
 namespace zaya::ops::gpu {
 
@@ -28,6 +29,7 @@ float element(const GemmOperand& x, int64_t r, int64_t c) {  // op(X)[r][c]
 }  // namespace
 
 __attribute__((weak)) void gemm(const Gemm& g, GemmEngine) {
+  const ::emu::DeviceAccess open;  // a host loop standing in for kernels
   for (int64_t m = 0; m < g.M; ++m)
     for (int64_t n = 0; n < g.N; ++n) {
       float acc = 0;

@@ -151,7 +151,7 @@ PY
 )
     (cd "$rel" && eval "$ccmd") >"$out/log/$t.compile.log" 2>&1 || { echo "$t COMPILE-FAILED" | tee -a "$summary"; status=1; continue; }
   fi
-  if ! eval "c++ -O2 $tobj ${objs[*]} $out/libzaya_cpu.a $libs -o $out/bin/$t" \
+  if ! eval "c++ -O2 -rdynamic $tobj ${objs[*]} $out/libzaya_cpu.a $libs -o $out/bin/$t" \
     >"$out/log/$t.link.log" 2>&1; then
     echo "$t LINK-FAILED" | tee -a "$summary"
     grep -m5 "undefined reference\|multiple definition" "$out/log/$t.link.log" || tail -5 "$out/log/$t.link.log"

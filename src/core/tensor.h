@@ -56,6 +56,13 @@ struct Tensor {
   Tensor(T* p, std::initializer_list<int64_t> dims) : Tensor((void*)p, dtype_of<T>(), dims) {}
 
   bool defined() const { return data != nullptr; }
+  // The same view, naming `d` as the device of its memory (a view built from an arena's raw
+  // pointer: Tensor(arena_ptr, {n}).on(arena.device())).
+  Tensor on(Device d) const {
+    Tensor t = *this;
+    t.device = d;
+    return t;
+  }
   int64_t numel() const {
     int64_t n = 1;
     for (int i = 0; i < ndim; ++i) n *= shape[i];

@@ -31,6 +31,13 @@ void check_root(const char* what, int root, int ranks) {
                    what, root, ranks);
 }
 
+void check_host(const char* what, const Tensor& t) {
+  ZAYA_CHECK_INPUT(t.device == Device::Cpu,
+                   "{}: the MPI group moves host buffers only, got a {} buffer (device buffers "
+                   "need the NCCL group, issue 17, not built yet)",
+                   what, device_name(t.device));
+}
+
 namespace {
 
 bool launched_by_mpirun_or_srun() {

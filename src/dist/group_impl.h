@@ -14,6 +14,9 @@ void check_buffer(const char* what, const Tensor& t);
 // all_gather: recv/send).
 void check_chunks(const char* what, const Tensor& whole, const Tensor& part, int ranks);
 void check_root(const char* what, int root, int ranks);
+// A host-memory buffer (the MPI group's): a GPU tensor throws zaya::Error naming `what` (device
+// buffers need the NCCL group of issue 17).
+void check_host(const char* what, const Tensor& t);
 
 std::unique_ptr<Group> make_single_group();
 // The MPI group over a duplicate of MPI_COMM_WORLD (initialising MPI on first use).

@@ -137,6 +137,7 @@ class MpiGroup final : public Group {
   void all_reduce(const Tensor& buf, ReduceOp op) override {
     check_usable("all_reduce");
     check_buffer("all_reduce", buf);
+    check_host("all_reduce", buf);
     const heartbeat::Scope beat(heartbeat::Section::Collective, "all_reduce");
     const size_t elem = dtype_size(buf.dtype);
     const int64_t piece = int64_t(kReducePieceBytes / elem);
@@ -153,6 +154,8 @@ class MpiGroup final : public Group {
   void reduce_scatter(const Tensor& send, const Tensor& recv) override {
     check_usable("reduce_scatter");
     check_chunks("reduce_scatter", send, recv, size_);
+    check_host("reduce_scatter", send);
+    check_host("reduce_scatter", recv);
     const heartbeat::Scope beat(heartbeat::Section::Collective, "reduce_scatter");
     const int64_t chunk = chunk_count("reduce_scatter", recv);
     const size_t elem = dtype_size(send.dtype);
@@ -192,6 +195,8 @@ class MpiGroup final : public Group {
   void all_gather(const Tensor& send, const Tensor& recv) override {
     check_usable("all_gather");
     check_chunks("all_gather", recv, send, size_);
+    check_host("all_gather", send);
+    check_host("all_gather", recv);
     const heartbeat::Scope beat(heartbeat::Section::Collective, "all_gather");
     const int n = chunk_count("all_gather", send);
     const char* mine = static_cast<const char*>(recv.data) + size_t(rank_) * send.nbytes();
@@ -205,6 +210,7 @@ class MpiGroup final : public Group {
   void broadcast(const Tensor& buf, int root) override {
     check_usable("broadcast");
     check_buffer("broadcast", buf);
+    check_host("broadcast", buf);
     check_root("broadcast", root, size_);
     const heartbeat::Scope beat(heartbeat::Section::Collective, "broadcast");
     const size_t elem = dtype_size(buf.dtype);

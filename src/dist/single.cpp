@@ -1,7 +1,10 @@
 // dist::SingleGroup: the size-1 group (the default outside a launcher). Every collective is a
 // copy or a no-op, but argument checks are the same as the MPI group's, so a program that runs on
-// one process with `single` makes the same calls it would make on N ranks.
+// one process with `single` makes the same calls it would make on N ranks. Buffers may live on
+// any device (the GPU trainer's ZeRO bucket): the copies go through core's device_copy.
 #include <cstring>
+
+#include "core/arena.h"
 
 #include "core/heartbeat.h"
 #include "dist/group_impl.h"
@@ -39,8 +42,14 @@ class SingleGroup final : public Group {
   }
 
  private:
+  // recv and send of one call are the same memory or disjoint (the group contract's aliasing is
+  // chunk rank() = the whole buffer at size 1).
   static void copy(const Tensor& dst, const Tensor& src) {
-    if (dst.data != src.data && src.nbytes() > 0) std::memmove(dst.data, src.data, src.nbytes());
+    if (dst.data == src.data || src.nbytes() == 0) return;
+    if (dst.device == Device::Cpu && src.device == Device::Cpu)
+      std::memmove(dst.data, src.data, src.nbytes());
+    else
+      device_copy(dst, src);
   }
 };
 

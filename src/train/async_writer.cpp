@@ -4,6 +4,8 @@
 // hashing, file I/O and fsync happen in the background through the same write_checkpoint_part /
 // finish_checkpoint as save_checkpoint, so a synchronous and an asynchronous save write identical
 // files. Only rank 0 writes the model directory, so only rank 0 stages the parameters.
+// Parameters and optimizer state on a GPU are staged by device_copy (device → host, through the
+// backend), never read directly; host tensors by the parallel memcpy.
 // Staging memory is anonymous huge-page-backed memory faulted in once: on a VM, first-touch page
 // faults and 4 KiB TLB misses make a copy into a fresh malloc'ed buffer several times slower.
 #include "train/async_writer.h"
@@ -68,19 +70,28 @@ size_t staging_bytes(const Model& m, const CheckpointData& d, bool with_params) 
 }
 
 struct CopyJob {
-  void* dst;
+  void* dst;  // host (staging memory)
   const void* src;
   size_t bytes;
+  Device src_device = Device::Cpu;
 };
 
-// Copies every job, split into chunks spread over the OpenMP threads.
+// Copies every job: a device source through device_copy, host ones split into chunks spread over
+// the OpenMP threads.
 void parallel_copy(const std::vector<CopyJob>& jobs) {
   constexpr size_t kChunk = size_t(4) << 20;
   std::vector<CopyJob> chunks;
-  for (const CopyJob& j : jobs)
+  for (const CopyJob& j : jobs) {
+    if (j.src_device != Device::Cpu) {
+      const int64_t n = int64_t(j.bytes / sizeof(float));  // parameters and state are F32
+      device_copy(Tensor(j.dst, DType::F32, {n}),
+                  Tensor(const_cast<void*>(j.src), DType::F32, {n}).on(j.src_device));
+      continue;
+    }
     for (size_t off = 0; off < j.bytes; off += kChunk)
       chunks.push_back({static_cast<char*>(j.dst) + off, static_cast<const char*>(j.src) + off,
                         std::min(kChunk, j.bytes - off)});
+  }
   const int64_t n = int64_t(chunks.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)
   for (int64_t i = 0; i < n; ++i) std::memcpy(chunks[i].dst, chunks[i].src, chunks[i].bytes);
@@ -197,7 +208,7 @@ void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointD
   std::vector<CopyJob> jobs;
   if (rank0) {
     const size_t param_bytes = m.layout().total * sizeof(float);
-    jobs.push_back({out, m.params(), param_bytes});
+    jobs.push_back({out, m.params(), param_bytes, m.device()});
     s.params = reinterpret_cast<const float*>(out);
     out += Arena::aligned(param_bytes);
   }
@@ -206,8 +217,9 @@ void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointD
   for (const OptimizerSlice& sl : d.optimizer.slices) {
     OptimizerSlice staged = sl;
     staged.data.data = out;
+    staged.data.device = Device::Cpu;
     s.data.optimizer.slices.push_back(staged);
-    jobs.push_back({out, sl.data.data, sl.data.nbytes()});
+    jobs.push_back({out, sl.data.data, sl.data.nbytes(), sl.data.device});
     out += Arena::aligned(sl.data.nbytes());
   }
   parallel_copy(jobs);

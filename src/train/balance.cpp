@@ -9,7 +9,7 @@
 
 namespace zaya {
 
-RoutingCounts::RoutingCounts(const ZayaConfig& c) {
+RoutingCounts::RoutingCounts(const ZayaConfig& c, Device device) : device_(device) {
   int64_t at = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const int64_t K = c.is_attention(i) ? 0 : c.router_classes(i);
@@ -18,20 +18,30 @@ RoutingCounts::RoutingCounts(const ZayaConfig& c) {
     at += K;
   }
   counts_.assign(size_t(at), 0.0);
+  if (device != Device::Cpu) device_counts_ = Buffer(counts_.size() * sizeof(double), device);
 }
 
 void RoutingCounts::clear() {
   std::fill(counts_.begin(), counts_.end(), 0.0);
+  device_counts_.zero();
 }
 
 void RoutingCounts::add(const ZayaConfig& c, const Activations& a) {
   const int64_t N = a.B * a.T;
+  const Device device = device_;
+  ZAYA_ASSERT(a.device() == device, "RoutingCounts: made for {}, given {} activations",
+              device_name(device), device_name(a.device()));
+  double* sums =
+      device == Device::Cpu ? counts_.data() : static_cast<double*>(device_counts_.data());
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const int64_t K = size_[size_t(i)];
     if (K == 0) continue;
-    ops::count_classes(Tensor(counts_.data() + offset_[size_t(i)], {K}),
+    ops::count_classes(Tensor(sums + offset_[size_t(i)], {K}).on(device),
                        a.layers[size_t(i)].moe.choice.prefix({N}), K);
   }
+  if (device != Device::Cpu && !counts_.empty())  // the running sums since clear(), to the host
+    device_copy(Tensor(counts_.data(), {int64_t(counts_.size())}),
+                Tensor(sums, {int64_t(counts_.size())}).on(device));
 }
 
 std::span<const double> RoutingCounts::layer(int64_t i) const {

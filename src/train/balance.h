@@ -13,14 +13,16 @@
 
 namespace zaya {
 
-// The class counts of every MoE sub-layer of a step, in one flat buffer of F64 (exact integers)
-// so that one all-reduce sums them over the ranks in place: layer i's K classes start at
-// offset(i). Summed over a step's micro-batches by add().
+// The class counts of every MoE sub-layer of a step, in one flat host buffer of F64 (exact
+// integers) so that one all-reduce sums them over the ranks in place: layer i's K classes start at
+// offset(i). Summed over a step's micro-batches by add(). For activations on a GPU (device Gpu)
+// the counting runs there into a device copy of the buffer, which each add() brings to the host.
 class RoutingCounts {
  public:
-  explicit RoutingCounts(const ZayaConfig& c);
+  explicit RoutingCounts(const ZayaConfig& c, Device device = Device::Cpu);
   void clear();
-  // Adds the chosen classes of one forward pass (MoeActs.choice of every MoE sub-layer).
+  // Adds the chosen classes of one forward pass (MoeActs.choice of every MoE sub-layer); the
+  // activations must live on the device given at construction.
   void add(const ZayaConfig& c, const Activations& a);
   // Layer i's K class counts; empty for an attention sub-layer.
   std::span<const double> layer(int64_t i) const;
@@ -31,6 +33,8 @@ class RoutingCounts {
  private:
   std::vector<int64_t> offset_, size_;  // per sub-layer (size 0: attention)
   std::vector<double> counts_;
+  Device device_;
+  Buffer device_counts_;  // F64, counts_'s size: the running sums on a GPU (empty on the CPU)
 };
 
 }  // namespace zaya

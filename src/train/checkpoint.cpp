@@ -1,5 +1,7 @@
 // Checkpoint directories: atomic write (temporary name, fsync, rename), manifest verification,
 // keep-last-N pruning and loading (see checkpoint.h for the layout and the optimizer format).
+// Optimizer slices may live on a GPU: they are written through host copies and loaded through
+// device_copy, so the files are the same whichever device trained.
 #include "train/checkpoint.h"
 
 #include <fcntl.h>
@@ -18,6 +20,7 @@
 #include <map>
 #include <set>
 
+#include "core/arena.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "dist/group.h"
@@ -143,6 +146,7 @@ void write_optimizer_shard(const std::string& path, const OptimizerShard& shard,
     offset += n;
   }
   std::vector<std::pair<std::string, Tensor>> stored;
+  std::vector<Buffer> host;  // host copies of slices that live on a GPU
   for (const OptimizerSlice& s : shard.slices) {
     if (s.data.dtype != DType::F32)
       fail("{}: optimizer tensor '{}' is {}, but optimizer state must be F32", path, s.tensor,
@@ -157,7 +161,14 @@ void write_optimizer_shard(const std::string& path, const OptimizerShard& shard,
     const std::string key = whole ? s.tensor : fmt::format("{}@{}", s.tensor, s.begin);
     ranges.push_back(
         {{"tensor", key}, {"global_offset", global + s.begin}, {"length", s.data.numel()}});
-    stored.emplace_back(key, s.data);
+    Tensor data = s.data;
+    if (data.device != Device::Cpu) {
+      host.emplace_back(data.nbytes());
+      data = data.on(Device::Cpu);
+      data.data = host.back().data();
+      device_copy(data, s.data);
+    }
+    stored.emplace_back(key, data);
   }
   save_safetensors(path, stored,
                    {{"format", kOptimizerFormat},
@@ -316,13 +327,13 @@ void load_optimizer_state(const std::string& dir, const std::vector<std::string>
       fail("{}: optimizer destination [{}, {}) is outside '{}' ({} elements)", dir, s.begin,
            s.begin + s.data.numel(), s.tensor, numel);
     const int64_t begin = it->second.offset + s.begin, end = begin + s.data.numel();
-    float* out = static_cast<float*>(s.data.data);
+    float* out = static_cast<float*>(s.data.data);  // memory of s.data.device
     for (const Range& r : ranges) {
       const int64_t lo = std::max(begin, r.global_offset);
       const int64_t hi = std::min(end, r.global_offset + r.length);
       if (lo < hi)
-        std::memcpy(out + (lo - begin), r.data + (lo - r.global_offset),
-                    size_t(hi - lo) * sizeof(float));
+        device_copy(Tensor(out + (lo - begin), {hi - lo}).on(s.data.device),
+                    Tensor(const_cast<float*>(r.data) + (lo - r.global_offset), {hi - lo}));
     }
   }
 }

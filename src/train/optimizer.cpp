@@ -31,9 +31,10 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
       own_group_(std::move(own_group)),
       group_(group ? *group : *own_group_),
       layout_(m.layout()),
-      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size())) {
+      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size())),
+      device_(m.device()) {
   const ZayaConfig& c = m.config();
-  size_t used = 0, largest = 0;
+  size_t used = 0, largest = 0, largest_k = 0;
   for (const ZeroSegment& z : plan_.owned_by(group_.rank())) {
     const ParamSpec& s = layout_.specs[z.spec];
     Piece p{z.spec, Rule::AdamW, false, z.begin, z.length, z.shard_offset, used, 0};
@@ -58,13 +59,15 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
     const int64_t n = c.num_experts(s.layer);
     pieces_.push_back({i, Rule::Balance, false, 0, n, 0, used, used + size_t(n)});
     used += 2 * size_t(n);
+    largest_k = std::max(largest_k, size_t(c.router_classes(s.layer)));
   }
   balance_steps_offset_ = used;
   used += 2;
-  state_ = Buffer(used * sizeof(float));  // zero-initialised
-  scratch_.resize(largest);
-  bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float));  // padding stays zero
-  shard_ = Buffer(size_t(plan_.chunk) * sizeof(float));
+  state_ = Buffer(used * sizeof(float), device_);  // zero-initialised
+  scratch_ = Buffer(largest * sizeof(float), device_);
+  bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float), device_);  // padding: zero
+  shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
+  if (device_ != Device::Cpu) counts_ = Buffer(largest_k * sizeof(double), device_);
   // The bucket's copy lists: every rank's segments in (pack), the others' out (unpack).
   for (const ZeroSegment& z : plan_.segments) {
     const ops::CopySegment in{int64_t(layout_.specs[z.spec].offset) + z.begin,
@@ -84,24 +87,25 @@ size_t Optimizer::total_state_bytes() const {
 }
 
 int64_t Optimizer::balance_steps() const {
-  const float* s = state() + balance_steps_offset_;
+  float s[2];
+  device_copy(Tensor(s, {2}), flat(state() + balance_steps_offset_, 2));
   return int64_t(s[0]) * kTwo24 + int64_t(s[1]);
 }
 
 void Optimizer::set_balance_steps(int64_t n) {
-  float* s = state() + balance_steps_offset_;
-  s[0] = float(n / kTwo24);
-  s[1] = float(n % kTwo24);
+  float s[2] = {float(n / kTwo24), float(n % kTwo24)};
+  device_copy(flat(state() + balance_steps_offset_, 2), Tensor(s, {2}));
 }
 
 double Optimizer::reduce_gradients(const Model& m) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   ZAYA_ASSERT(m.has_grads(), "optimizer: the model has no gradients");
+  ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
+              device_name(device_), device_name(m.device()));
   // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
-  const Tensor all_grads(m.grads(), {int64_t(layout_.total)});
-  ops::copy_segments(bucket_all(), all_grads, pack_);
-  group_.reduce_scatter(bucket_all(), Tensor(shard(), {plan_.chunk}));
-  double sum = ops::sum_squares(Tensor(shard(), {plan_.elements[size_t(group_.rank())]}));
+  ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_);
+  group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
+  double sum = ops::sum_squares(flat(shard(), plan_.elements[size_t(group_.rank())]));
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
   return std::sqrt(sum);
 }
@@ -109,9 +113,11 @@ double Optimizer::reduce_gradients(const Model& m) {
 void Optimizer::update(Model& m, double lr, double grad_norm) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   ZAYA_ASSERT(std::isfinite(grad_norm), "optimizer: update() with a non-finite norm {}", grad_norm);
+  ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
+              device_name(device_), device_name(m.device()));
   const int64_t owned = plan_.elements[size_t(group_.rank())];
   if (cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip)
-    ops::scale(Tensor(shard(), {owned}), cfg_.grad_clip / grad_norm);
+    ops::scale(flat(shard(), owned), cfg_.grad_clip / grad_norm);
   ++steps_;
   ops::AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
   MuonParams mp{lr,
@@ -125,20 +131,20 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
   for (const Piece& p : pieces_) {
     if (p.rule == Rule::Balance) continue;
     const ParamSpec& s = layout_.specs[p.spec];
-    const Tensor w(m.params() + s.offset + p.begin, {p.n});
-    const Tensor g(shard() + p.shard, {p.n});
+    const Tensor w = flat(m.params() + s.offset + p.begin, p.n);
+    const Tensor g = flat(shard() + p.shard, p.n);
     if (p.rule == Rule::Muon) {
-      muon_update(w, g, Tensor(state() + p.s0, {p.n}), Tensor(scratch_.data(), {p.n}), s.shape[0],
-                  s.shape[1], mp);
+      muon_update(w, g, flat(state() + p.s0, p.n), flat(static_cast<float*>(scratch_.data()), p.n),
+                  s.shape[0], s.shape[1], mp);
     } else {
       ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-      ops::adamw_update(w, g, Tensor(state() + p.s0, {p.n}), Tensor(state() + p.s1, {p.n}), ap);
+      ops::adamw_update(w, g, flat(state() + p.s0, p.n), flat(state() + p.s1, p.n), ap);
     }
-    ops::copy(Tensor(send + p.shard, {p.n}), w);
+    ops::copy(flat(send + p.shard, p.n), w);
   }
-  group_.all_gather(Tensor(send, {plan_.chunk}), bucket_all());
+  group_.all_gather(flat(send, plan_.chunk), bucket_all());
   // The other ranks' parameters (this rank's were updated in place above).
-  ops::copy_segments(Tensor(m.params(), {int64_t(layout_.total)}), bucket_all(), unpack_);
+  ops::copy_segments(flat(m.params(), int64_t(layout_.total)), bucket_all(), unpack_);
 }
 
 double Optimizer::step(Model& m, double lr) {
@@ -149,6 +155,8 @@ double Optimizer::step(Model& m, double lr) {
 
 void Optimizer::update_balancing_biases(Model& m, const RoutingCounts& counts) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
+  ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
+              device_name(device_), device_name(m.device()));
   const int64_t t = balance_steps() + 1;
   const ops::BalanceParams bp{
       cfg_.balance_lr, cfg_.balance_beta1, cfg_.balance_beta2, cfg_.balance_eps, 0.0, t};
@@ -159,9 +167,15 @@ void Optimizer::update_balancing_biases(Model& m, const RoutingCounts& counts) {
     const std::span<const double> k = counts.layer(s.layer);
     ZAYA_ASSERT(int64_t(k.size()) == s.numel(), "{}: {} counts for {} classes", s.name, k.size(),
                 s.numel());
-    ops::balance_update(Tensor(m.params() + s.offset, {p.n}), Tensor(state() + p.s0, {p.n}),
-                        Tensor(state() + p.s1, {p.n}),
-                        Tensor(const_cast<double*>(k.data()), {int64_t(k.size())}), bp);
+    Tensor k_t(const_cast<double*>(k.data()), {int64_t(k.size())});  // host memory
+    if (device_ != Device::Cpu) {  // the counts the update reads, on the device
+      const Tensor on_device =
+          Tensor(static_cast<double*>(counts_.data()), {k_t.numel()}).on(device_);
+      device_copy(on_device, k_t);
+      k_t = on_device;
+    }
+    ops::balance_update(flat(m.params() + s.offset, p.n), flat(state() + p.s0, p.n),
+                        flat(state() + p.s1, p.n), k_t, bp);
     any = true;
   }
   if (any) set_balance_steps(t);
@@ -203,7 +217,7 @@ OptimizerShard Optimizer::state_shard(bool with_replicated) {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     auto view = [&](size_t off) {
-      Tensor t(state() + off, {p->n});
+      Tensor t = flat(state() + off, p->n);
       if (p->n == numel) {  // whole: keep the tensor's shape
         t.ndim = int(shape.size());
         for (int i = 0; i < t.ndim; ++i) t.shape[size_t(i)] = shape[size_t(i)];
@@ -218,7 +232,7 @@ OptimizerShard Optimizer::state_shard(bool with_replicated) {
     }
   }
   if (with_replicated)
-    out.slices.push_back({"balance.steps", 0, Tensor(state() + balance_steps_offset_, {2})});
+    out.slices.push_back({"balance.steps", 0, flat(state() + balance_steps_offset_, 2)});
   return out;
 }
 

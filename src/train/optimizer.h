@@ -17,6 +17,11 @@
 // all-gather so every rank holds all parameters). With the single group (size 1) this is the one
 // process step: the same code, the collectives are copies.
 //
+// Device: the state, the bucket, the shard and Muon's scratch live on the model's device (one
+// allocation each), and every update, pack and unpack is an op on it; the group's collectives then
+// move device buffers (the single group copies on any device; the MPI group takes host buffers
+// only). The balancing-bias counts come from the host: on a GPU they are copied over first.
+//
 // Non-finite steps: step() returns the pre-clip global gradient norm (the same on every rank).
 // When it is NaN/Inf the weights, the optimizer state and the step count are left untouched, so
 // the caller detects a skipped step with !std::isfinite(returned norm), counts it and skips
@@ -110,18 +115,22 @@ class Optimizer {
   ParamLayout layout_;  // copy: names, shapes and offsets of the model's arenas
   ZeroPlan plan_;
   std::vector<Piece> pieces_;             // owned pieces in shard order, then the Balance buffers
+  Device device_;                         // the model's: every buffer below lives there
   Buffer state_;                          // F32 optimizer state of this rank, one allocation
   Buffer bucket_;                         // F32 [world·chunk]: gradients out, parameters back
   Buffer shard_;                          // F32 [chunk]: this rank's summed gradients
-  std::vector<float> scratch_;            // Muon's u / O, sized for the largest owned matrix
+  Buffer scratch_;                        // F32: Muon's u / O, sized for the largest owned matrix
+  Buffer counts_;                         // F64 [largest K]: a layer's routing counts (GPU only)
   std::vector<ops::CopySegment> pack_;    // gradients → bucket: every segment
   std::vector<ops::CopySegment> unpack_;  // bucket → parameters: the other ranks' segments
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
-  Tensor bucket_all() const { return Tensor(bucket(), {plan_.bucket_elements()}); }
   float* shard() const { return static_cast<float*>(shard_.data()); }
+  // n floats at p, memory of device_ (the optimizer's buffers and the model's arenas).
+  Tensor flat(float* p, int64_t n) const { return Tensor(p, {n}).on(device_); }
+  Tensor bucket_all() const { return flat(bucket(), plan_.bucket_elements()); }
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);
   OptimizerShard state_shard(bool with_replicated);

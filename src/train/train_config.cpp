@@ -34,6 +34,9 @@ const std::vector<TrainField>& train_fields() {
       {"train.grad_accum", &C::grad_accum, "micro-batches per optimizer step", positive},
       {"train.steps", &C::steps, "optimizer steps in total", positive},
       {"train.seed", &C::seed, "seed of init and data order"},
+      {"train.device", &C::device,
+       "cpu | gpu: where parameters, gradients, optimizer state and activations live (gpu: one "
+       "process, a GPU build)"},
       {"train.log_every", &C::log_every, "print a step line every N steps", positive},
       {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)",
        non_negative},
@@ -287,6 +290,8 @@ void validate_train_config(const TrainConfig& c) {
   }
   if (!(c.optim.min_lr <= c.optim.lr))
     fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.optim.min_lr);
+  if (c.device != "cpu" && c.device != "gpu")
+    fail("key 'train.device' must be cpu or gpu, got '{}'", c.device);
   if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
     fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");

@@ -28,6 +28,9 @@ struct TrainConfig {
   int64_t grad_accum = 1;
   int64_t steps = 1000;
   int64_t seed = 1234;
+  // cpu | gpu: where the parameters, gradients, optimizer state and activations live (gpu: one
+  // process, a build with a GPU backend on a machine with a GPU; fp32 like the CPU).
+  std::string device = "cpu";
   int64_t log_every = 1;
   int64_t eval_every = 100;
   int64_t eval_batches = 4;  // 0: no evaluation

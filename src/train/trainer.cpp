@@ -15,6 +15,8 @@
 #include <optional>
 
 #include "bench/sgemm.h"
+#include "core/arena.h"
+#include "core/device.h"
 #include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -146,7 +148,21 @@ std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
   return step < 0 ? "" : cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
 }
 
-std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& resume_dir) {
+// train.device: the CPU, or the GPU of a one-process run on a machine that has one.
+Device train_device(const TrainConfig& cfg, int world) {
+  if (cfg.device == "cpu") return Device::Cpu;
+  if (world > 1)
+    fail(
+        "train.device = gpu needs the NCCL group (issue 17), not built yet: run one process "
+        "(this run has {} ranks)",
+        world);
+  if (!gpu::available()) fail("train.device = gpu: {}", gpu::describe());
+  return Device::Gpu;
+}
+
+// The model on `device`: a resumed checkpoint's weights are loaded later (load_checkpoint).
+std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& resume_dir,
+                                  Device device) {
   // checkpoint.layout picks the saved layout and so the semantics trained with (a resumed
   // checkpoint already has them).
   const Semantics layout =
@@ -158,18 +174,19 @@ std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& res
           "checkpoint {} holds the {} layout but checkpoint.layout is '{}' (resume with the same "
           "layout, or `zaya convert` the model)",
           resume_dir, semantics_name(rc.semantics), cfg.checkpoint_layout);
-    return std::make_unique<Model>(rc);
+    return std::make_unique<Model>(rc, device);
   }
   if (!cfg.init_from.empty()) {
-    auto src = std::make_unique<Model>(Model::load_dir(cfg.init_from));
+    auto src = std::make_unique<Model>(Model::load_dir(cfg.init_from, device));
     if (src->config().semantics == layout) return src;
     log_info("warning: {} holds the {} layout; training it with {} semantics (checkpoint.layout)",
              cfg.init_from, semantics_name(src->config().semantics), cfg.checkpoint_layout);
-    auto m = std::make_unique<Model>(with_semantics(src->config(), layout));
-    std::copy_n(src->params(), src->layout().total, m->params());  // same parameter layout
+    auto m = std::make_unique<Model>(with_semantics(src->config(), layout), device);
+    const int64_t total = int64_t(src->layout().total);  // same parameter layout
+    device_copy(Tensor(m->params(), {total}).on(device), Tensor(src->params(), {total}).on(device));
     return m;
   }
-  auto m = std::make_unique<Model>(with_semantics(load_config(cfg.model_config), layout));
+  auto m = std::make_unique<Model>(with_semantics(load_config(cfg.model_config), layout), device);
   m->init_random(uint64_t(cfg.seed), cfg.init_std);  // the same bits on every rank
   return m;
 }
@@ -202,6 +219,7 @@ struct Trainer::Impl {
   TrainSummary summary;
   TrainerState state;
 
+  Device device = Device::Cpu;  // train.device: the model, optimizer and activations live there
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optim;
   Schedule schedule;
@@ -273,8 +291,9 @@ void Trainer::Impl::setup() {
   faults::install(rank);
   events.open(rank);
   if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
+  device = train_device(cfg, world);
   const std::string resume_dir = pick_resume_dir(cfg, group);
-  model = make_model(cfg, resume_dir);
+  model = make_model(cfg, resume_dir, device);
   model->zero_grads();
   optim = std::make_unique<Optimizer>(*model, cfg.optim, group);
   schedule = make_schedule(cfg.optim, cfg.steps);
@@ -299,6 +318,8 @@ void Trainer::Impl::setup() {
       facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
       sgemm_rate / 1e9, ops::blas_core_name());
   log_setup();
+  if (device != Device::Cpu)
+    log_info("train: device {} ({})", device_name(device), gpu::describe());
 
   // Cut back to the resumed step: every step once, even after a resume.
   if (!cfg.metrics.empty() && rank == 0) metrics = MetricsLog(cfg.metrics, state.step);
@@ -310,13 +331,13 @@ void Trainer::Impl::setup() {
     async_writer->prepare(*model, shape);
   }
 
-  acts.emplace(config(), B, T);
+  acts.emplace(config(), B, T, device);
   inputs.assign(size_t(B * T), 0);
   targets.assign(size_t(B * T), 0);
   RoutingCounts shape(config());
   time_slots = 2 + shape.flat().size();
   agreed.assign(time_slots + size_t(world), 0.0);
-  counts.emplace(config());
+  counts.emplace(config(), device);
   hosts = gather_hosts(group);
 
   if (state.step == 0) {
@@ -414,7 +435,14 @@ void Trainer::Impl::print_sample(int64_t step) {
   req.sampling.temperature = cfg.sample_temperature;
   req.sampling.seed = uint64_t(cfg.seed) + uint64_t(step);
   req.sampling.max_new_tokens = std::min(cfg.sample_tokens, room);
-  const InferModel im = InferModel::from_model(*model);  // views of the F32 weights
+  // infer/ decodes on the host: a GPU model's weights are copied over for the sample.
+  std::unique_ptr<Model> host;
+  if (model->device() != Device::Cpu) {
+    host = std::make_unique<Model>(config());
+    const int64_t total = int64_t(model->layout().total);
+    device_copy(Tensor(host->params(), {total}), Tensor(model->params(), {total}).on(device));
+  }
+  const InferModel im = InferModel::from_model(host ? *host : *model);  // views of F32 weights
   Engine engine(im, tokenizer.get(), EngineOptions{1, 0, 512});
   std::string text;
   bool done = false;

@@ -11,6 +11,10 @@
 // counts are agreed by one all-reduce; metrics, logs and samples come from rank 0; validation is
 // split over the ranks. A run resumes from its newest valid checkpoint (model, optimizer, data
 // position, step: the TrainerState) on any number of ranks — bitwise on the same number.
+// train.device = gpu (one process): the model, gradients, optimizer state, ZeRO bucket and
+// activations live on the GPU, each micro-batch's tokens are copied over by model_forward, and the
+// loss and the agreed scalars come back to the host; checkpoints are the same files as on the CPU,
+// so either device resumes the other's.
 #pragma once
 #include <cmath>
 #include <memory>

@@ -300,6 +300,16 @@ constexpr cudaError_t cudaErrorMemoryAllocation = 2;
 namespace emu {
 cudaError_t last_error();  // and clears it
 void set_dynamic_smem_limit(const void* kernel, size_t bytes);
+// With ZAYA_EMU_PROTECT=1 device memory is unreadable by the host except inside a launch or a
+// runtime call; a DeviceAccess opens it for its scope (nests; see emu.cpp).
+void device_open();
+void device_close();
+struct DeviceAccess {
+  DeviceAccess() { device_open(); }
+  ~DeviceAccess() { device_close(); }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
 }  // namespace emu
 inline cudaError_t cudaGetLastError() {
   return emu::last_error();
@@ -312,18 +322,22 @@ inline const char* cudaGetErrorString(cudaError_t e) {
 }
 inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind,
                                    cudaStream_t = nullptr) {
+  const emu::DeviceAccess open;
   if (n) std::memmove(d, s, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  const emu::DeviceAccess open;
   if (n) std::memmove(d, s, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = nullptr) {
+  const emu::DeviceAccess open;
   if (n) std::memset(p, v, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void* p, int v, size_t n) {
+  const emu::DeviceAccess open;
   if (n) std::memset(p, v, n);
   return cudaSuccess;
 }
