@@ -287,11 +287,11 @@ struct Trainer::Impl {
 
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
+  device = train_device(cfg, world);
   heartbeat::start(rank, world);
   faults::install(rank);
   events.open(rank);
   if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
-  device = train_device(cfg, world);
   const std::string resume_dir = pick_resume_dir(cfg, group);
   model = make_model(cfg, resume_dir, device);
   model->zero_grads();

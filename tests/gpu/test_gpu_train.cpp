@@ -1,9 +1,9 @@
 // `zaya train` with train.device = gpu (issue 17, fp32) against the CPU trainer on the tiny model
 // and a synthetic byte dataset: the same config gives the CPU's step losses within 1e-4
-// relative (and its validation losses), a GPU checkpoint has the CPU's files and resumes on the
-// CPU, and a CPU checkpoint resumes on the GPU, both continuing the uninterrupted CPU run's losses
-// within 1e-4. Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; the issue asks 20
-// on a device). Every test skips without a GPU.
+// relative (and its validation losses; the end-of-run sample runs), a GPU checkpoint has the CPU's
+// files and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both continuing the
+// uninterrupted CPU run's losses within 1e-4. Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the
+// emulator; the issue asks 20 on a device). Every test skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "gpu/gpu_test_util.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
@@ -104,6 +105,21 @@ std::vector<std::string> tensor_names(const std::string& path) {
   return st.names();  // sorted
 }
 
+// tests/data's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all make
+// larger ids, so none is kept): the end-of-run sample then runs, from a GPU model's host copy.
+std::string tiny_tokenizer(const ScratchDir& dir) {
+  std::ifstream in(std::string(ZAYA_TEST_DATA) + "/tokenizer/toy_tokenizer.json");
+  nlohmann::json t = nlohmann::json::parse(in);
+  nlohmann::json vocab = nlohmann::json::object();
+  for (const auto& [token, id] : t["model"]["vocab"].items())
+    if (id.get<int64_t>() < 512) vocab[token] = id;
+  t["model"]["vocab"] = vocab;
+  t["model"]["merges"] = nlohmann::json::array();
+  const std::string path = dir / "tokenizer.json";
+  std::ofstream(path) << t.dump();
+  return path;
+}
+
 }  // namespace
 
 TEST(GpuTrain, LossesMatchTheCpuTrainer) {
@@ -115,8 +131,11 @@ TEST(GpuTrain, LossesMatchTheCpuTrainer) {
     TrainConfig cpu = tiny_gpu_run(dir, "cpu_" + tag, shards, "cpu");
     TrainConfig gpu = tiny_gpu_run(dir, "gpu_" + tag, shards, "gpu");
     cpu.optim.use_muon = gpu.optim.use_muon = muon;
+    cpu.tokenizer = gpu.tokenizer = tiny_tokenizer(dir);
+    cpu.sample_tokens = gpu.sample_tokens = 4;
     const TrainSummary want = run_training(cpu, {.quiet = true});
-    const TrainSummary got = run_training(gpu, {.quiet = true});
+    set_log_level(LogLevel::Info);                   // the quiet CPU run turned logging off
+    const TrainSummary got = run_training(gpu, {});  // its log shows the device and the sample
     EXPECT_EQ(got.steps_done, cpu.steps) << tag;
     EXPECT_EQ(got.skipped, 0) << tag;
     expect_losses_close(read_steps(gpu.metrics), read_steps(cpu.metrics), 1, cpu.steps,

@@ -82,6 +82,18 @@ TEST(TrainConfig, OverridesFollowTheFieldType) {
   expect_error([&] { apply_override(c, "no_equals_sign"); }, {"key=value"});
 }
 
+TEST(TrainConfig, DeviceIsCpuOrGpu) {
+  TrainConfig c;
+  c.dataset = "some/dir";
+  c.model_config = "config.json";
+  EXPECT_EQ(c.device, "cpu");
+  apply_override(c, "train.device=gpu");
+  EXPECT_EQ(c.device, "gpu");
+  validate_train_config(c);
+  apply_override(c, "train.device=tpu");
+  expect_error([&] { validate_train_config(c); }, {"train.device", "cpu or gpu", "tpu"});
+}
+
 TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
   ScratchDir dir;
   TrainConfig c = load_train_config(write_toml(dir, kMinimal));

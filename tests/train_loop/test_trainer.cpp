@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/device.h"
+#include "dist/group.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -111,6 +113,43 @@ TEST(Trainer, NonFiniteStepsAreSkippedAndCounted) {
   const TrainSummary s = run_training(c, {.quiet = true});
   EXPECT_EQ(s.skipped, 3);
   EXPECT_EQ(s.steps_done, 3);
+}
+
+TEST(Trainer, GpuDeviceWithoutAGpuIsAClearError) {
+  if (gpu::available()) GTEST_SKIP() << "this machine has a GPU: " << gpu::describe();
+  ScratchDir dir;
+  TrainConfig c = tiny_run(dir, "no_gpu", make_dataset(dir));
+  c.device = "gpu";
+  expect_error([&] { run_training(c, {.quiet = true}); },
+               {"train.device = gpu: ", gpu::describe()});
+}
+
+namespace {
+
+// A two-rank group that never gets to move anything: the trainer must refuse train.device = gpu
+// before its first collective.
+class TwoRankGroup final : public dist::Group {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "two-rank stand-in"; }
+  void all_reduce(const Tensor&, dist::ReduceOp) override { fail("unexpected all_reduce"); }
+  void reduce_scatter(const Tensor&, const Tensor&) override { fail("unexpected reduce_scatter"); }
+  void all_gather(const Tensor&, const Tensor&) override { fail("unexpected all_gather"); }
+  void broadcast(const Tensor&, int) override { fail("unexpected broadcast"); }
+  void barrier() override { fail("unexpected barrier"); }
+};
+
+}  // namespace
+
+TEST(Trainer, GpuDeviceOnSeveralRanksNeedsTheNcclGroup) {
+  ScratchDir dir;
+  TrainConfig c = tiny_run(dir, "gpu_ranks", make_dataset(dir));
+  c.device = "gpu";
+  TwoRankGroup group;
+  expect_error(
+      [&] { run_training(c, {.quiet = true, .group = &group}); },
+      {"train.device = gpu needs the NCCL group (issue 17)", "run one process", "2 ranks"});
 }
 
 TEST(Trainer, MissingDatasetIsAClearError) {
