@@ -15,7 +15,8 @@
 # skipped GPU test is a failure here: this host should have a GPU). Planned to finish in under 8
 # minutes on one H200: the parts' time limits (seconds; environment overrides) are
 #   ZAYA_CHECK_TEST_S=120 per test executable, ZAYA_CHECK_TESTS_S=240 all op tests together,
-#   ZAYA_CHECK_MODEL_S=90 model parity, ZAYA_CHECK_BENCH_S=150 the benchmark.
+#   ZAYA_CHECK_MODEL_S=90 model parity, ZAYA_CHECK_BENCH_S=150 the benchmark;
+#   ZAYA_GPU_TRAIN_STEPS=20 steps of test_gpu_train (GPU trainer vs CPU trainer, issue 17).
 # Output: everything on stdout and in gpu_check.log, summary.txt and bench_gpu.json under $OUT
 # when it is set (else under logs/ in the bundle); per-test gtest JSON under logs/.
 set -uo pipefail
@@ -146,6 +147,7 @@ run_gtest() {
   fi
   echo "-- $name (timeout ${limit}s)"
   ZAYA_TEST_DATA_DIR=$bundle/tests/data ZAYA_BINARY_PATH=$bundle/bin/zaya \
+    ZAYA_GPU_TRAIN_STEPS=${ZAYA_GPU_TRAIN_STEPS:-20} \
     timeout -k 5 "$limit" "$exe" --gtest_brief=1 --gtest_color=no \
     --gtest_output="json:$logs/$name.json" >"$log" 2>&1
   rc=$?
