@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/arena.h"
-
 #include "core/heartbeat.h"
 #include "dist/group_impl.h"
 
