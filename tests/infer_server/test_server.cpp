@@ -194,7 +194,9 @@ TEST_F(ServeTest, CompletionShapeAndGreedyEqualsGenerate) {
   EXPECT_TRUE(reason == "length" || reason == "stop") << reason;
   const json& u = h.j["usage"];
   EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int>() + u["completion_tokens"].get<int>());
-  if (reason == "length") EXPECT_EQ(u["completion_tokens"], 10);
+  if (reason == "length") {
+    EXPECT_EQ(u["completion_tokens"], 10);
+  }
 
   const CliResult g = run_zaya_in(dir.string(), "generate --model " + model_dir.string() +
                                                     " --prompt 'In the beginning' "

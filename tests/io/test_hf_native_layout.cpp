@@ -100,10 +100,11 @@ TEST(NativeNames, EveryParameterMapsToADistinctNameAndBack) {
     for (const ParamSpec& s : make_param_layout(c).specs) {
       const NativeRef r = native_ref(s.name, c.num_layers());
       // Only the embedding and pair 0's o_proj keep their names.
-      if (r.name == s.name)
+      if (r.name == s.name) {
         EXPECT_TRUE(s.name == "model.embed_tokens.weight" ||
                     s.name == "model.layers.0.self_attn.o_proj.weight")
             << s.name;
+      }
       EXPECT_TRUE(seen.insert({r.name, r.expert}).second) << "duplicate " << r.name;
       EXPECT_EQ(original_name(r.name, c.num_layers(), r.expert), s.name);
       EXPECT_EQ(is_stacked_expert(r.name), r.expert >= 0) << r.name;
