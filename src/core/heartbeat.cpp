@@ -164,14 +164,6 @@ void enter(Section sec, const char* detail) {
   if (hook) hook(step, sec);  // outside the lock: a hook may sleep (hang, slow) or exit
 }
 
-Section current() {
-  return state().section;
-}
-
-int64_t current_step() {
-  return state().step;
-}
-
 double collective_seconds_this_step() {
   return state().collective_s;
 }

@@ -33,8 +33,6 @@ void begin_step(int64_t step);
 void end_step(int64_t step, double seconds);
 // Enters a section; a hook installed with set_section_hook runs first (fault injection).
 void enter(Section s, const char* detail = "");
-Section current();
-int64_t current_step();
 
 // Seconds this thread spent inside collectives since the last begin_step.
 double collective_seconds_this_step();

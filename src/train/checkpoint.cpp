@@ -388,6 +388,10 @@ std::string checkpoint_dir_name(int64_t step) {
   return fmt::format("step_{:08d}", step);
 }
 
+int64_t checkpoint_step(const std::string& dir) {
+  return parse_step_name(fs::path(dir).filename().string());
+}
+
 OptimizerShard OptimizerShard::whole(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   OptimizerShard s;
   for (const auto& [name, t] : tensors) {

@@ -63,6 +63,8 @@ struct CheckpointData {
 
 // "step_00000042" (8 digits; more when the step needs them).
 std::string checkpoint_dir_name(int64_t step);
+// The step of a checkpoint directory (a path ending in step_<digits>), or −1.
+int64_t checkpoint_step(const std::string& dir);
 
 // Writes root/step_NNNNNNNN/ atomically (see the top of this file), replacing an existing
 // checkpoint of the same step, then deletes all but the newest keep_last complete checkpoints with

@@ -100,10 +100,11 @@ bool wait_a_poll(subprocess::Process& p, ErrTail& tail, double seconds, subproce
     struct pollfd pfd {
       p.stderr_fd(), POLLIN, 0
     };
-    if (p.stderr_fd() >= 0 && ::poll(&pfd, 1, std::max(1, int(slice * 1000))) > 0 &&
-        (pfd.revents & POLLIN)) {
+    // poll waits the slice itself; sleep only where it did not (no pipe, or the pipe hung up).
+    const int ready = p.stderr_fd() >= 0 ? ::poll(&pfd, 1, std::max(1, int(slice * 1000))) : -1;
+    if (ready > 0 && (pfd.revents & POLLIN)) {
       tail.take(p);
-    } else {
+    } else if (ready != 0) {
       std::this_thread::sleep_for(std::chrono::duration<double>(slice));
     }
   }

@@ -137,8 +137,7 @@ std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
   if (group.rank() == 0) {
     try {
       const std::string latest = find_resume_checkpoint(cfg.checkpoint_dir);
-      if (!latest.empty())
-        step = double(std::stoll(fs::path(latest).filename().string().substr(5)));
+      if (!latest.empty()) step = double(checkpoint_step(latest));
     } catch (const Error& e) {
       step = -2, refused = e.what();
     }
@@ -279,7 +278,7 @@ struct Trainer::Impl {
   StepResult train_step();
   void after_step(const StepResult& r);
   void skip_discarded_windows();
-  bool judge(StepResult& r, bool nonfinite, const LoaderState& window_start);
+  bool judge(const StepResult& r, bool nonfinite, const LoaderState& window_start);
   void rollback(int64_t step);
   void note_stragglers(int64_t step);
   void corrupt_checkpoint(int64_t step);
@@ -549,7 +548,7 @@ void Trainer::Impl::skip_discarded_windows() {
 
 // The anomaly verdict of step r (the same on every rank: its inputs are agreed). An anomalous
 // step is skipped and counted, and its data window recorded for a rollback.
-bool Trainer::Impl::judge(StepResult& r, bool nonfinite, const LoaderState& window_start) {
+bool Trainer::Impl::judge(const StepResult& r, bool nonfinite, const LoaderState& window_start) {
   const AnomalyVerdict v = anomaly.observe(nonfinite ? NAN : r.loss, r.grad_norm);
   if (!v.anomaly) {
     state.anomalous.clear();
@@ -585,7 +584,7 @@ void Trainer::Impl::rollback(int64_t step) {
     if (async_writer) async_writer->wait();
     if (rank == 0) {
       const std::string dir = find_latest_valid_checkpoint(cfg.checkpoint_dir, first);
-      if (!dir.empty()) target = double(std::stoll(fs::path(dir).filename().string().substr(5)));
+      if (!dir.empty()) target = double(checkpoint_step(dir));
     }
     group.broadcast(Tensor(&target, {1}), 0);
   }
