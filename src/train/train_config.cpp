@@ -37,6 +37,8 @@ const std::vector<TrainField>& train_fields() {
       {"train.device", &C::device,
        "cpu | gpu: where parameters, gradients, optimizer state and activations live (gpu: one "
        "process, a GPU build)"},
+      {"train.precision", &C::precision,
+       "fp32 | bf16: GEMM inputs in bf16 with fp32 accumulation (bf16 needs train.device = gpu)"},
       {"train.log_every", &C::log_every, "print a step line every N steps", positive},
       {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)",
        non_negative},
@@ -292,6 +294,12 @@ void validate_train_config(const TrainConfig& c) {
     fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.optim.min_lr);
   if (c.device != "cpu" && c.device != "gpu")
     fail("key 'train.device' must be cpu or gpu, got '{}'", c.device);
+  if (c.precision != "fp32" && c.precision != "bf16")
+    fail("key 'train.precision' must be fp32 or bf16, got '{}'", c.precision);
+  if (c.precision == "bf16" && c.device != "gpu")
+    fail(
+        "key 'train.precision' = bf16 needs train.device = gpu (the CPU trains in fp32); set "
+        "train.precision = fp32 or train.device = gpu");
   if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
     fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");

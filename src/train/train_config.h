@@ -31,6 +31,10 @@ struct TrainConfig {
   // cpu | gpu: where the parameters, gradients, optimizer state and activations live (gpu: one
   // process, a build with a GPU backend on a machine with a GPU; fp32 like the CPU).
   std::string device = "cpu";
+  // fp32 | bf16: the GEMM inputs' precision (bf16: rounded to bf16, fp32 accumulation and
+  // outputs; master weights, optimizer state, norms, softmax, router and loss stay fp32). bf16
+  // needs train.device = gpu.
+  std::string precision = "fp32";
   int64_t log_every = 1;
   int64_t eval_every = 100;
   int64_t eval_batches = 4;  // 0: no evaluation

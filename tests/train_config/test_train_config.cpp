@@ -94,6 +94,20 @@ TEST(TrainConfig, DeviceIsCpuOrGpu) {
   expect_error([&] { validate_train_config(c); }, {"train.device", "cpu or gpu", "tpu"});
 }
 
+TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
+  TrainConfig c;
+  c.dataset = "some/dir";
+  c.model_config = "config.json";
+  EXPECT_EQ(c.precision, "fp32");
+  apply_override(c, "train.precision=bf16");
+  expect_error([&] { validate_train_config(c); },
+               {"train.precision", "bf16", "train.device = gpu"});
+  apply_override(c, "train.device=gpu");
+  validate_train_config(c);
+  apply_override(c, "train.precision=fp16");
+  expect_error([&] { validate_train_config(c); }, {"train.precision", "fp32 or bf16", "fp16"});
+}
+
 TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
   ScratchDir dir;
   TrainConfig c = load_train_config(write_toml(dir, kMinimal));
