@@ -1,6 +1,9 @@
 #include "model/moe.h"
 
+#include <optional>
+
 #include "ops/ops.h"
+#include "ops/precision.h"
 
 namespace zaya {
 
@@ -15,6 +18,9 @@ void zero_skip_entries(const Tensor& v, const Tensor& choice, const ZayaConfig& 
 
 void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, const Tensor& x,
                        const Tensor& rprev, const Tensor& o) {
+  // The router's matrix products stay in fp32 whatever train.precision is (ops/precision.h).
+  std::optional<ops::MatmulPrecisionScope> router_fp32(std::in_place, x.device,
+                                                       ops::MatmulPrecision::F32);
   ops::linear_forward(a.r, x, w.down_w, w.down_b);
   if (w.eda_scale.defined()) {
     ZAYA_ASSERT(rprev.defined(), "EDA scale without an earlier MoE layer");
@@ -28,6 +34,7 @@ void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, con
   ops::linear_forward(a.logits, a.a2, w.m3_w, {});
   ops::router_select_forward(a.probs, a.choice, a.weight, a.logits, w.biases);
   if (c.skip_outputs_zero()) zero_skip_entries(a.weight, a.choice, c, a.logits.shape[1]);
+  router_fp32.reset();
   ops::moe_forward(o, a.f, a.gu, a.act, x, a.choice, a.weight, w.fc1, w.fc2);
 }
 
@@ -45,6 +52,7 @@ bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeigh
   ops::moe_backward(dx, dw.fc1, dw.fc2, dweight, dout, x, a.choice, a.weight, w.fc1, w.fc2, a.f,
                     a.gu, a.act);
   if (c.skip_outputs_zero()) zero_skip_entries(dweight, a.choice, c, K);  // no gradient either
+  const ops::MatmulPrecisionScope router_fp32(x.device, ops::MatmulPrecision::F32);
   ops::router_select_backward(dlogits, dweight, a.probs, a.choice);
   ops::linear_backward(da2, dw.m3_w, {}, dlogits, a.a2, w.m3_w);
   ops::gelu_backward(da2p, da2, a.a2p);

@@ -7,7 +7,8 @@
 #include <span>
 
 #include "core/tensor.h"
-#include "ops/ops.h"  // the parameter types (CopySegment, AdamWParams)
+#include "ops/ops.h"        // the parameter types (CopySegment, AdamWParams)
+#include "ops/precision.h"  // MatmulPrecision
 
 #define ZAYA_BACKEND_OP(ret, name, params) ret name params;
 namespace zaya::ops::cpu {

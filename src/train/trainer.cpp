@@ -28,6 +28,7 @@
 #include "model/inspect.h"
 #include "model/transformer.h"
 #include "ops/blas_kernels.h"
+#include "ops/precision.h"
 #include "train/anomaly.h"
 #include "train/async_writer.h"
 #include "train/balance.h"
@@ -219,6 +220,9 @@ struct Trainer::Impl {
   TrainerState state;
 
   Device device = Device::Cpu;  // train.device: the model, optimizer and activations live there
+  // train.precision: the GEMMs of the forward and backward passes (training and validation);
+  // the optimizer's own matrix products (Newton–Schulz) keep the device's default.
+  ops::MatmulPrecision precision = ops::MatmulPrecision::F32;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optim;
   Schedule schedule;
@@ -287,6 +291,7 @@ struct Trainer::Impl {
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
   device = train_device(cfg, world);
+  precision = ops::parse_matmul_precision(cfg.precision);
   heartbeat::start(rank, world);
   faults::install(rank);
   events.open(rank);
@@ -318,7 +323,8 @@ void Trainer::Impl::setup() {
       sgemm_rate / 1e9, ops::blas_core_name());
   log_setup();
   if (device != Device::Cpu)
-    log_info("train: device {} ({})", device_name(device), gpu::describe());
+    log_info("train: device {} ({}), precision {}", device_name(device), gpu::describe(),
+             ops::matmul_precision_name(precision));
 
   // Cut back to the resumed step: every step once, even after a resume.
   if (!cfg.metrics.empty() && rank == 0) metrics = MetricsLog(cfg.metrics, state.step);
@@ -416,6 +422,7 @@ double Trainer::Impl::validation_loss() {
   double sum = 0;
   for (int64_t i = 0; i < cfg.eval_batches; ++i) {
     val.next_batch(inputs.data(), targets.data(), B);
+    const ops::MatmulPrecisionScope matmuls(device, precision);
     sum += model_forward(*model, *acts, inputs.data(), targets.data());
   }
   group.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
@@ -489,6 +496,7 @@ StepResult Trainer::Impl::train_step() {
     heartbeat::enter(Section::Data);
     train_data->next_batch(inputs.data(), targets.data(), B);
     heartbeat::enter(Section::ForwardBackward);
+    const ops::MatmulPrecisionScope matmuls(device, precision);
     loss += model_forward(m, *acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
     counts->add(config(), *acts);
     model_backward(m, *acts, grad_scale);

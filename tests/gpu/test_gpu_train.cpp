@@ -2,8 +2,10 @@
 // and a synthetic byte dataset: the same config gives the CPU's step losses within 1e-4
 // relative (and its validation losses; the end-of-run sample runs), a GPU checkpoint has the CPU's
 // files and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both continuing the
-// uninterrupted CPU run's losses within 1e-4. Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the
-// emulator; the issue asks 20 on a device). Every test skips without a GPU.
+// uninterrupted CPU run's losses within 1e-4. train.precision = bf16 on the GPU stays within 2e-2
+// of the fp32 CPU losses, falls, and differs from fp32 (the rounding happens). Steps:
+// ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; the issue asks 20 on a device). Every
+// test skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,7 +29,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kLossRel = 1e-4;  // issue 17: fp32 GPU losses vs the CPU trainer's
+constexpr double kLossRel = 1e-4;      // issue 17: fp32 GPU losses vs the CPU trainer's
+constexpr double kBf16LossRel = 2e-2;  // issue 17: bf16 GPU losses vs the fp32 CPU trainer's
 
 int64_t train_steps() {
   const char* env = std::getenv("ZAYA_GPU_TRAIN_STEPS");
@@ -69,9 +72,10 @@ double rel(double a, double b) {
 }
 
 // Steps [from, to] of `got` against the same steps of `want` (1-based, whole runs): losses within
-// kLossRel; returns the largest relative loss difference and prints each step.
+// `tolerance` (relative); returns the largest relative loss difference and prints each step.
 double expect_losses_close(const std::vector<StepRow>& got, const std::vector<StepRow>& want,
-                           int64_t from, int64_t to, const std::string& what) {
+                           int64_t from, int64_t to, const std::string& what,
+                           double tolerance = kLossRel) {
   double worst = 0;
   EXPECT_GE(int64_t(got.size()), to) << what;
   EXPECT_GE(int64_t(want.size()), to) << what;
@@ -82,7 +86,7 @@ double expect_losses_close(const std::vector<StepRow>& got, const std::vector<St
     EXPECT_EQ(g.step, s) << what;
     const double d = rel(g.loss, w.loss);
     worst = std::max(worst, d);
-    EXPECT_LE(d, kLossRel) << what << " step " << s << ": loss " << g.loss << " vs " << w.loss;
+    EXPECT_LE(d, tolerance) << what << " step " << s << ": loss " << g.loss << " vs " << w.loss;
     std::printf("%s step %lld: loss %.9g vs cpu %.9g (rel %.2e), grad_norm %.6g vs %.6g\n",
                 what.c_str(), (long long)s, g.loss, w.loss, d, g.grad_norm, w.grad_norm);
   }
@@ -151,6 +155,26 @@ TEST(GpuTrain, LossesMatchTheCpuTrainer) {
     for (const char* f : {"/model/model.safetensors", "/optimizer/optimizer_rank00000.safetensors"})
       EXPECT_EQ(tensor_names(a + f), tensor_names(b + f)) << tag << f;
   }
+}
+
+// train.precision = bf16: the GEMM inputs rounded to bf16 (ops/precision.h), the rest fp32.
+TEST(GpuTrain, Bf16LossesFollowTheFp32CpuTrainer) {
+  ZAYA_REQUIRE_GPU();
+  ScratchDir dir;
+  const std::string shards = make_tiny_dataset(dir);
+  TrainConfig cpu = tiny_gpu_run(dir, "cpu", shards, "cpu");
+  TrainConfig gpu = tiny_gpu_run(dir, "gpu_bf16", shards, "gpu");
+  gpu.precision = "bf16";
+  run_training(cpu, {.quiet = true});
+  const TrainSummary got = run_training(gpu, {.quiet = true});
+  EXPECT_EQ(got.steps_done, cpu.steps);
+  const std::vector<StepRow> rows = read_steps(gpu.metrics);
+  const double worst =
+      expect_losses_close(rows, read_steps(cpu.metrics), 1, cpu.steps, "gpu bf16", kBf16LossRel);
+  // Rounded inputs move the losses off fp32's (fp32 GPU vs CPU differ by ~1e-8): bf16 happened.
+  EXPECT_GT(worst, 1e-6) << "bf16 losses equal the fp32 ones: was the precision applied?";
+  ASSERT_FALSE(rows.empty());
+  EXPECT_LT(rows.back().loss, rows.front().loss) << "bf16 training does not lower the loss";
 }
 
 // Half the steps on one device, the rest on the other (resume = auto from the first half's

@@ -85,6 +85,16 @@ __device__ __forceinline__ float load_f32(const float* p, int64_t i) {
 __device__ __forceinline__ float load_f32(const uint16_t* p, int64_t i) {
   return bf16_bits_to_float(p[i]);
 }
+// An F32 array read as bf16 (train.precision = bf16: GEMM operands rounded as they are loaded).
+struct RoundedF32 {
+  float v;
+};
+__device__ __forceinline__ float round_to_bf16(float f) {
+  return bf16_bits_to_float(float_to_bf16_bits(f));
+}
+__device__ __forceinline__ float load_f32(const RoundedF32* p, int64_t i) {
+  return round_to_bf16(p[i].v);
+}
 
 // Grid-stride loop over [0, n).
 #define ZAYA_GPU_FOR(i, n)                                                         \

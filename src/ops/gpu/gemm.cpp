@@ -2,10 +2,12 @@
 // fallback where the library declines a call. Host code.
 #include "ops/gpu/gemm.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string_view>
 
 #include "core/assert.h"
+#include "ops/backend.h"
 
 namespace zaya::gpu {
 
@@ -56,7 +58,21 @@ GemmEngine gemm_engine_for(const Gemm& g) {
   return blaslt_applies(g) ? GemmEngine::BlasLt : GemmEngine::Tiled;
 }
 
-void gemm(const Gemm& g, GemmEngine engine) {
+namespace {
+std::atomic<bool> bf16_inputs_on{false};
+}  // namespace
+
+void set_gemm_bf16_inputs(bool on) {
+  bf16_inputs_on.store(on, std::memory_order_relaxed);
+}
+
+bool gemm_bf16_inputs() {
+  return bf16_inputs_on.load(std::memory_order_relaxed);
+}
+
+void gemm(const Gemm& call, GemmEngine engine) {
+  Gemm g = call;
+  if (gemm_bf16_inputs()) g.bf16_inputs = true;
   ZAYA_ASSERT(g.M >= 0 && g.N >= 0 && g.K >= 0, "gemm: M {} N {} K {}", g.M, g.N, g.K);
   if (g.M == 0 || g.N == 0) return;
   const bool forced = engine == GemmEngine::BlasLt || env_engine() == GemmEngine::BlasLt;
@@ -71,3 +87,16 @@ void gemm(const Gemm& g, GemmEngine engine) {
 }
 
 }  // namespace zaya::gpu
+
+namespace zaya::ops::gpu {
+
+// ops/precision.h on the GPU: BF16 is gemm()'s process-wide bf16_inputs.
+void set_matmul_precision(MatmulPrecision p) {
+  zaya::gpu::set_gemm_bf16_inputs(p == MatmulPrecision::BF16);
+}
+
+MatmulPrecision matmul_precision() {
+  return zaya::gpu::gemm_bf16_inputs() ? MatmulPrecision::BF16 : MatmulPrecision::F32;
+}
+
+}  // namespace zaya::ops::gpu

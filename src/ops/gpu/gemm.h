@@ -1,6 +1,7 @@
 // The GPU matrix multiply every op builds on (linear, MoE experts, Newton–Schulz), row-major:
 //   C[M,N] = alpha · op(A) · op(B) + beta · C,   op(X) = X or Xᵀ,
-// A and B F32 or BF16 (each its own dtype; products accumulate in f32), C F32. lda/ldb/ldc are
+// A and B F32 or BF16 (each its own dtype; products accumulate in f32; F32 optionally rounded to
+// bf16 on the way in: Gemm::bf16_inputs), C F32. lda/ldb/ldc are
 // row strides in elements of the matrices as stored (A stored [M,K] or, transposed, [K,M]).
 // Two implementations: cuBLASLt (gemm_blaslt.cpp; NVIDIA, both operands of one dtype) and our
 // portable tiled kernel (gemm_tiled.cu; AMD without hipBLASLt, mixed dtypes, and a check of the
@@ -25,7 +26,16 @@ struct Gemm {
   float* c = nullptr;
   int64_t ldc = 0;
   float alpha = 1, beta = 0;  // beta 0: C is not read (may hold NaN)
+  // F32 operands enter the product rounded to bf16 (nearest, ties to even in the tiled kernel;
+  // cuBLASLt's CUBLAS_COMPUTE_32F_FAST_16BF down-conversion), accumulation and C stay f32.
+  // gemm() sets it on every call while the process-wide matmul precision is BF16 (below).
+  bool bf16_inputs = false;
 };
+
+// The process-wide precision of gemm()'s F32 operands (ops/precision.h: train.precision): true
+// rounds them to bf16 (Gemm::bf16_inputs) on every call, false leaves each call as given.
+void set_gemm_bf16_inputs(bool on);
+bool gemm_bf16_inputs();
 
 enum class GemmEngine { Auto, Tiled, BlasLt };
 

@@ -2,7 +2,8 @@
 // row-major: a row-major [R,C] matrix is the column-major [C,R] one, so row-major C = op(A)·op(B)
 // is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B goes in as the library's first operand, A as its second,
 // each with its own transpose flag, and m = N, n = M. Strict FP32 arithmetic (CUBLAS_COMPUTE_32F:
-// no TF32), A/B F32 or BF16 (one dtype for both), C F32. One handle, a 32 MiB workspace and, per
+// no TF32) unless g.bf16_inputs (CUBLAS_COMPUTE_32F_FAST_16BF: F32 data down-converted to bf16
+// for the tensor cores, f32 accumulation), A/B F32 or BF16 (one dtype for both), C F32. One handle, a 32 MiB workspace and, per
 // shape key (sizes, strides, transposes, dtype, pointer alignments), the descriptors and the
 // heuristic's algorithm, all made on first use and kept for the process. The HIP build has no
 // cuBLASLt here (hipBLASLt is not in Debian's ROCm): gemm_blaslt declines every call.
@@ -73,7 +74,12 @@ Plan make_plan(const Gemm& g, const Key& key) {
   // The library's operands: first = op(B)ᵀ [N,K] column-major, second = op(A)ᵀ [K,M].
   const cublasOperation_t op_first = g.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = g.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZAYA_LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // F32 operands rounded to bf16 (Gemm::bf16_inputs): the library's bf16 tensor-core mode for
+  // f32 data; BF16 operands are bf16 already (plain f32 compute).
+  const cublasComputeType_t compute = g.bf16_inputs && g.a.dtype == DType::F32
+                                          ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                          : CUBLAS_COMPUTE_32F;
+  ZAYA_LT_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
   ZAYA_LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
                                                sizeof(op_first)));
   ZAYA_LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
@@ -136,7 +142,7 @@ bool gemm_blaslt(const Gemm& g) {
                 int64_t(g.a.transposed),
                 int64_t(g.b.transposed),
                 int64_t(g.a.dtype),
-                0,
+                int64_t(g.bf16_inputs),
                 alignment(g.b.data),
                 alignment(g.a.data),
                 alignment(g.c)};

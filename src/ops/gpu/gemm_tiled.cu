@@ -1,5 +1,6 @@
 // The portable tiled GEMM (gemm.h): C[M,N] = alpha · op(A) · op(B) + beta · C, row-major, A and B
-// each F32 or BF16 (widened to f32 as they are loaded), products accumulated in f32 with fmaf.
+// each F32 or BF16 (widened to f32 as they are loaded; F32 rounded to bf16 first when
+// g.bf16_inputs), products accumulated in f32 with fmaf.
 //
 // A block computes a BM×BN tile of C from BK-deep slices of op(A) [BM,BK] and op(B) [BK,BN], held
 // k-major in shared memory (two buffers: the next slice is loaded into registers while the current
@@ -270,6 +271,11 @@ __device__ __forceinline__ void load4(const float* p, float (&v)[4]) {
   const float4 x = *reinterpret_cast<const float4*>(p);
   v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 }
+__device__ __forceinline__ void load4(const RoundedF32* p, float (&v)[4]) {
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  v[0] = round_to_bf16(x.x), v[1] = round_to_bf16(x.y);
+  v[2] = round_to_bf16(x.z), v[3] = round_to_bf16(x.w);
+}
 __device__ __forceinline__ void load4(const uint16_t* p, float (&v)[4]) {
   const uint2 x = *reinterpret_cast<const uint2*>(p);  // little-endian: element 0 is low
   v[0] = bf16_bits_to_float(uint16_t(x.x & 0xffffu));
@@ -412,11 +418,17 @@ struct LaunchSmallM {
   }
 };
 
-// L::run<TA, TB>(g) with the element types of g's operands.
+// L::run<TA, TB>(g) with the element types of g's operands: F32 is read as RoundedF32 (rounded
+// to bf16 as it is loaded) when g.bf16_inputs.
 template <class L>
 void launch_dtypes(const Gemm& g) {
   const bool a16 = g.a.dtype == DType::BF16, b16 = g.b.dtype == DType::BF16;
   if (a16 && b16) return L::template run<uint16_t, uint16_t>(g);
+  if (g.bf16_inputs) {
+    if (a16) return L::template run<uint16_t, RoundedF32>(g);
+    if (b16) return L::template run<RoundedF32, uint16_t>(g);
+    return L::template run<RoundedF32, RoundedF32>(g);
+  }
   if (a16) return L::template run<uint16_t, float>(g);
   if (b16) return L::template run<float, uint16_t>(g);
   L::template run<float, float>(g);
