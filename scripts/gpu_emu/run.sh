@@ -3,6 +3,7 @@
 # compiled as C++ and run on the host (see scripts/gpu_emu/README.md). Developer tool, not CI.
 #
 #   scripts/gpu_emu/run.sh [TEST_NAME...]   # e.g. test_gpu_rope test_gpu_moe (default: all)
+#   scripts/gpu_emu/run.sh test_gpu_nccl       # tests/gpu_dist/: mpirun jobs, emulated NCCL
 #   scripts/gpu_emu/run.sh --selftest       # the emulator's own checks (selftest.cu)
 #
 # Environment: GTEST_FILTER (passed on), ZAYA_EMU_REVERSE=1 (blocks and threads in reverse
@@ -26,16 +27,17 @@ if [ "${1:-}" = --selftest ]; then
 fi
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
-  for f in tests/gpu/test_gpu_*.cpp; do tests+=("$(basename "$f" .cpp)"); done
+  for f in tests/gpu/test_gpu_*.cpp tests/gpu_dist/test_gpu_*.cpp; do tests+=("$(basename "$f" .cpp)"); done
 fi
+folder() { [ -f "tests/gpu/$1.cpp" ] && echo gpu || echo gpu_dist; }  # tests/gpu or tests/gpu_dist
 
 # 1. The CPU build: zaya_lib and the tests' objects (unchanged: the tests are plain C++).
 [ -f "$rel/build.ninja" ] || cmake --preset release >/dev/null
 targets=(zaya_lib)
 cli=0
 for t in "${tests[@]}"; do
-  targets+=("tests/CMakeFiles/$t.dir/gpu/$t.cpp.o")
-  grep -q 'cli_util.h' "tests/gpu/$t.cpp" && cli=1
+  targets+=("tests/CMakeFiles/$t.dir/$(folder "$t")/$t.cpp.o")
+  grep -q 'cli_util.h' "tests/$(folder "$t")/$t.cpp" && cli=1
 done
 [ $cli = 1 ] && targets+=(zaya)  # tests that run the CLI get an emulated zaya binary
 cmake --build "$rel" --target "${targets[@]}" -j "$jobs" >"$out/log/cpu_build.log" 2>&1 ||
@@ -80,7 +82,7 @@ for f in src/ops/gpu/*.cpp; do
     *) sources+=("$f") ;;
   esac
 done
-sources+=("$emu/emu.cpp" "$emu/emu_stubs.cpp")
+sources+=("$emu/emu.cpp" "$emu/emu_stubs.cpp" src/dist/nccl.cpp)  # the NCCL group: include/nccl.h
 objs=()
 stale=()
 # New flags or a new emulator: rebuild everything.
@@ -106,7 +108,15 @@ echo "$want" >"$stamp"
 
 # 3. zaya_lib without no_gpu.cpp (its GPU entry points come from the objects above).
 cp "$rel/libzaya_lib.a" "$out/libzaya_cpu.a"
-ar d "$out/libzaya_cpu.a" no_gpu.cpp.o
+ar d "$out/libzaya_cpu.a" no_gpu.cpp.o no_nccl.cpp.o
+# The NCCL stand-in the group loads through ZAYA_NCCL_LIB (its MPI and emu:: symbols resolve
+# against the test executable, linked -rdynamic).
+mkdir -p "$out/lib"
+if [ ! "$out/lib/libnccl_emu.so" -nt "$emu/nccl_emu.cpp" ] || [ ! "$out/lib/libnccl_emu.so" -nt "$emu/include/nccl.h" ]; then
+  eval "c++ $cflags -fPIC -shared -I$emu/include -Isrc $emu/nccl_emu.cpp -o $out/lib/libnccl_emu.so" ||
+    { echo "COMPILE FAILED: $emu/nccl_emu.cpp"; exit 1; }
+fi
+export ZAYA_NCCL_LIB=${ZAYA_NCCL_LIB:-$root/$out/lib/libnccl_emu.so}
 
 if [ $selftest = 1 ]; then  # the emulator's own checks: a block sum, then three real bugs caught
   python3 "$emu/transform.py" "$emu/selftest.cu" "$out/src/selftest.cpp"
@@ -122,7 +132,7 @@ relink() {  # relink TARGET OUTPUT: the release link command of TARGET with the 
   cmd=$(ninja -C "$rel" -t commands "$1" | grep -- "-o $1 " | tail -1 | sed 's/^: && //; s/ && .*//')
   local abs=("${objs[@]/#/$root/}")
   cmd=${cmd/ libzaya_lib.a / ${abs[*]} $root/$out/libzaya_cpu.a }
-  cmd=${cmd/ -o $1 / -o $2 }
+  cmd=${cmd/ -o $1 / -rdynamic -o $2 }
   (cd "$rel" && eval "$cmd")
 }
 if [ $cli = 1 ]; then
@@ -135,15 +145,15 @@ status=0
 for t in "${tests[@]}"; do
   link=$(ninja -C "$rel" -t commands "tests/$t" | grep -- "-o tests/$t " | tail -1 | sed 's/^: && //; s/ && .*//')
   libs=${link#*libzaya_lib.a}
-  tobj=$rel/tests/CMakeFiles/$t.dir/gpu/$t.cpp.o
-  if grep -q 'cli_util.h' "tests/gpu/$t.cpp"; then
+  tobj=$rel/tests/CMakeFiles/$t.dir/$(folder "$t")/$t.cpp.o
+  if grep -q 'cli_util.h' "tests/$(folder "$t")/$t.cpp"; then
     # The same object with ZAYA_BINARY naming the emulated zaya.
     tobj=$out/obj/$t.o
-    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" <<'PY'
+    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" "$(folder "$t")" <<'PY'
 import json, re, sys
-rel, t, zaya, obj = sys.argv[1:]
+rel, t, zaya, obj, folder = sys.argv[1:]
 for e in json.load(open(rel + '/compile_commands.json')):
-    if e['file'].endswith('/tests/gpu/' + t + '.cpp'):
+    if e['file'].endswith('/tests/' + folder + '/' + t + '.cpp'):
         c = re.sub(r'-DZAYA_BINARY=\\"[^ ]*\\"', '-DZAYA_BINARY=\\"' + zaya + '\\"', e['command'])
         c = re.sub(r' -o [^ ]+', ' -o ' + obj, c)
         print(c); break

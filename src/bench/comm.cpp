@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "core/arena.h"
 #include "core/assert.h"
 #include "core/timer.h"
 
@@ -167,23 +168,58 @@ int64_t count_wrong(CommOp op, int rank, int ranks, int root, int64_t count, int
   return wrong;
 }
 
-void call(Group& g, CommOp op, DType dtype, int64_t count, int64_t chunk, void* a, void* b,
-          int root) {
+void call(Group& g, CommOp op, const CommBenchOptions& opt, int64_t count, int64_t chunk, void* a,
+          void* b, int root) {
+  const auto buf = [&](void* p, int64_t n) { return Tensor(p, opt.dtype, {n}).on(opt.device); };
   switch (op) {
     case CommOp::AllReduce:
-      g.all_reduce(Tensor(a, dtype, {count}), ReduceOp::Sum);
+      g.all_reduce(buf(a, count), ReduceOp::Sum);
       break;
     case CommOp::ReduceScatter:
-      g.reduce_scatter(Tensor(a, dtype, {count}), Tensor(b, dtype, {chunk}));
+      g.reduce_scatter(buf(a, count), buf(b, chunk));
       break;
     case CommOp::AllGather:
-      g.all_gather(Tensor(a, dtype, {chunk}), Tensor(b, dtype, {count}));
+      g.all_gather(buf(a, chunk), buf(b, count));
       break;
     case CommOp::Broadcast:
-      g.broadcast(Tensor(a, dtype, {count}), root);
+      g.broadcast(buf(a, count), root);
       break;
   }
 }
+
+// The host side of the buffers `a` and `b`: they themselves, or host mirrors of GPU buffers,
+// copied over (both buffers, `count` elements) by upload() and back by download().
+template <class T>
+class HostSide {
+ public:
+  HostSide(const CommBenchOptions& opt, T* a, T* b, int64_t count)
+      : opt_(opt), a_(a), b_(b), count_(count) {
+    if (opt.device != Device::Cpu) {
+      ma_.resize(size_t(count)), mb_.resize(size_t(count));
+      a = ma_.data(), b = mb_.data();
+    }
+    ha = a, hb = b;
+  }
+  void upload() const {
+    if (opt_.device == Device::Cpu) return;
+    device_copy(on_device(a_), on_host(ha));
+    device_copy(on_device(b_), on_host(hb));
+  }
+  void download() const {
+    if (opt_.device == Device::Cpu) return;
+    device_copy(on_host(ha), on_device(a_));
+    device_copy(on_host(hb), on_device(b_));
+  }
+  T *ha, *hb;  // where prepare() writes and count_wrong() reads
+
+ private:
+  Tensor on_device(T* p) const { return Tensor(p, opt_.dtype, {count_}).on(opt_.device); }
+  Tensor on_host(T* p) const { return Tensor(p, opt_.dtype, {count_}); }
+  const CommBenchOptions& opt_;
+  T *a_, *b_;
+  int64_t count_;
+  std::vector<T> ma_, mb_;
+};
 
 template <class T>
 CommBenchRow bench_typed(Group& g, CommOp op, int64_t bytes, const CommBenchOptions& opt, T* a,
@@ -195,31 +231,35 @@ CommBenchRow bench_typed(Group& g, CommOp op, int64_t bytes, const CommBenchOpti
   row.bytes = row.count * int64_t(sizeof(T));
   if (row.count == 0) return row;
   const int64_t chunk = row.count / n;
+  const HostSide<T> host(opt, a, b, row.count);
 
-  prepare(op, rank, row.count, chunk, a, b, false);
+  prepare(op, rank, row.count, chunk, host.ha, host.hb, false);
+  host.upload();
   row.iters = opt.iters;
   int warmup = opt.warmup;
   if (warmup > 0) {
     // Time the first warm-up call on the slowest rank: it caps the calls to make.
     g.barrier();
     const Timer first;
-    call(g, op, opt.dtype, row.count, chunk, a, b, root);
+    call(g, op, opt, row.count, chunk, a, b, root);
     double call_s = first.seconds();
     g.all_reduce(Tensor(&call_s, {1}), ReduceOp::Max);
     const double fit = opt.max_seconds / std::max(call_s, 1e-9);
     row.iters = int(std::clamp<double>(fit, 1, opt.iters));
     warmup = int(std::clamp<double>(fit, 0, warmup - 1));
   }
-  for (int i = 0; i < warmup; ++i) call(g, op, opt.dtype, row.count, chunk, a, b, root);
+  for (int i = 0; i < warmup; ++i) call(g, op, opt, row.count, chunk, a, b, root);
   g.barrier();
   const Timer clock;
-  for (int i = 0; i < row.iters; ++i) call(g, op, opt.dtype, row.count, chunk, a, b, root);
+  for (int i = 0; i < row.iters; ++i) call(g, op, opt, row.count, chunk, a, b, root);
   double seconds = clock.seconds() / row.iters;
 
-  prepare(op, rank, row.count, chunk, a, b, true);
-  call(g, op, opt.dtype, row.count, chunk, a, b, root);
-  int32_t wrong = int32_t(
-      std::min<int64_t>(count_wrong(op, rank, n, root, row.count, chunk, a, b), INT32_MAX / n));
+  prepare(op, rank, row.count, chunk, host.ha, host.hb, true);
+  host.upload();
+  call(g, op, opt, row.count, chunk, a, b, root);
+  host.download();
+  int32_t wrong = int32_t(std::min<int64_t>(
+      count_wrong(op, rank, n, root, row.count, chunk, host.ha, host.hb), INT32_MAX / n));
 
   row.wrong_here = wrong;
   row.time_us_here = seconds * 1e6;
@@ -252,12 +292,12 @@ std::vector<CommBenchRow> run_comm_bench(Group& group, const CommBenchOptions& o
                                          const std::function<void(const CommBenchRow&)>& on_row) {
   validate(opt);
   // Two buffers of max_bytes (rounded up to whole 8-byte words) serve every size and op.
-  const size_t words = size_t(opt.max_bytes + 7) / 8;
-  std::vector<uint64_t> a(words), b(words);
+  const size_t bytes = (size_t(opt.max_bytes) + 7) / 8 * 8;
+  const Buffer a(bytes, opt.device), b(bytes, opt.device);
   std::vector<CommBenchRow> rows;
   for (CommOp op : opt.ops)
-    for (int64_t bytes : sweep_sizes(opt)) {
-      CommBenchRow row = bench_collective(group, op, bytes, opt, a.data(), b.data());
+    for (int64_t size : sweep_sizes(opt)) {
+      CommBenchRow row = bench_collective(group, op, size, opt, a.data(), b.data());
       if (row.count == 0) continue;  // smaller than one element per rank
       if (on_row) on_row(row);
       rows.push_back(row);

@@ -22,6 +22,9 @@
 // check is exact whatever the reduction order. all_reduce and broadcast work in place (the timed
 // calls compound or repeat), so every collective is checked on one extra call made after the
 // inputs are written afresh and the outputs poisoned.
+//
+// Buffers live on `device`: the host for the single and mpi groups, the GPU for nccl (the data
+// are written and checked on the host and copied to and from the GPU outside the timed calls).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -52,6 +55,7 @@ struct CommBenchOptions {
   std::vector<CommOp> ops{CommOp::AllReduce, CommOp::ReduceScatter, CommOp::AllGather,
                           CommOp::Broadcast};
   DType dtype = DType::F32;
+  Device device = Device::Cpu;  // where the collectives' buffers live
 };
 // Throws zaya::Error for options that make no sweep (min > max, factor < 2, iters < 1, …).
 void validate(const CommBenchOptions& opt);
@@ -74,7 +78,7 @@ struct CommBenchRow {
 
 // Runs one collective at one size on every rank of `group` (a collective call itself: every
 // rank must call it with the same arguments). Uses the caller's buffers `a` and `b`, each of at
-// least `bytes` bytes.
+// least `bytes` bytes, on opt.device.
 CommBenchRow bench_collective(Group& group, CommOp op, int64_t bytes, const CommBenchOptions& opt,
                               void* a, void* b);
 

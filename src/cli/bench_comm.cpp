@@ -1,13 +1,14 @@
 // zaya bench comm [--min-bytes 8] [--max-bytes 256M] [--factor 2] [--iters 20] [--warmup 5]
 //                 [--ops all|all_reduce,reduce_scatter,all_gather,broadcast] [--dtype f32]
-//                 [--max-time 1] [--group auto|single|mpi] [--timeout 300]
+//                 [--max-time 1] [--group auto|single|mpi|nccl] [--timeout 300]
 // Collective bandwidth in the format of nccl-tests, one table per collective, printed by rank 0
 // a line at a time: size S (bytes), count (elements in S), type, time per call (us), algbw = S/t
 // and busbw = algbw × 2(n−1)/n (all_reduce), × (n−1)/n (reduce_scatter, all_gather; S = n ×
 // chunk), × 1 (broadcast), in GB/s = 1e9 B/s; #wrong counts result elements that differ from the
 // expected values, over all ranks. Exits non-zero if any element was wrong. Launch with
 // `mpirun -np N zaya bench comm …`; without a launcher it measures the 1-rank (copy) group.
-// The formulas and the check are documented in bench/comm.h.
+// --group nccl (or --backend nccl) measures the NCCL group on GPU buffers, one GPU per rank (the
+// CUDA build). The formulas and the check are documented in bench/comm.h.
 #include <cstdio>
 #include <string>
 
@@ -54,13 +55,15 @@ int run_bench_comm(const BenchCommArgs& a) {
   dist::validate(opt);  // before the group exists: a bad flag fails alike on every rank
 
   std::unique_ptr<dist::Group> group = dist::make_group(a.group, a.timeout_s);
+  opt.device = group->backend() == "nccl" ? Device::Gpu : Device::Cpu;  // NCCL: GPU buffers
   const bool printer = group->rank() == 0;
   const std::string type = a.dtype;
   if (printer) {
     fmt::print(
-        "# zaya bench comm: {} rank{} ({} group), {} elements, sizes {}..{} bytes ×{}, "
+        "# zaya bench comm: {} rank{} ({} group{}), {} elements, sizes {}..{} bytes ×{}, "
         "{} timed calls after {} warm-up\n",
-        group->size(), group->size() == 1 ? "" : "s", group->backend(), type,
+        group->size(), group->size() == 1 ? "" : "s", group->backend(),
+        opt.device == Device::Gpu ? ", GPU buffers" : "", type,
         byte_label(opt.min_bytes), byte_label(opt.max_bytes), opt.factor, opt.iters, opt.warmup);
     fmt::print(
         "# busbw = algbw × 2(n-1)/n (all_reduce), × (n-1)/n (reduce_scatter, "
@@ -128,7 +131,9 @@ Action add_bench_comm_command(CLI::App& bench) {
   cmd->add_option("--max-time", a->max_time,
                   "Seconds of timed calls per size: fewer than --iters calls where one call is "
                   "slow (default 1)");
-  cmd->add_option("--group", a->group, "auto (mpi under mpirun/srun), single or mpi");
+  cmd->add_option("--group,--backend", a->group,
+                  "auto (mpi under mpirun/srun), single, mpi, or nccl (GPU buffers, one GPU per "
+                  "rank; CUDA build)");
   cmd->add_option("--timeout", a->timeout_s,
                   "Seconds a collective waits for the other ranks before failing (default 300)");
   return [a] { return run_bench_comm(*a); };

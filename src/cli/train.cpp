@@ -1,7 +1,8 @@
 // zaya train --config FILE.toml [--set key=value ...] [--print-config] [--quiet]
 // Trains (or resumes) a ZAYA1 model as the TOML file says; every key is documented by
 // --print-config. Unknown keys are rejected with a suggestion. Launched by mpirun/srun, the
-// processes train together (data parallel, ZeRO-1): train.micro_batch is per rank.
+// processes train together (data parallel, ZeRO-1): train.micro_batch is per rank; with
+// train.device = gpu they use the NCCL group, one GPU per process.
 #include <cmath>
 #include <memory>
 #include <string>
@@ -33,7 +34,9 @@ int run_train(const TrainArgs& a) {
   }
   if (a.config.empty()) fail("--config FILE.toml is required (see configs/ and --print-config)");
   validate_train_config(cfg);
-  std::unique_ptr<dist::Group> group = dist::make_group("auto");
+  // GPU training under mpirun/srun: the NCCL group (collectives on the GPU buffers).
+  std::unique_ptr<dist::Group> group =
+      dist::make_group_for(cfg.device == "gpu" ? Device::Gpu : Device::Cpu);
   const TrainSummary s = run_training(cfg, TrainOptions{.quiet = a.quiet, .group = group.get()});
   const auto val = [](double v) {
     return std::isnan(v) ? std::string("–") : fmt::format("{:.4f}", v);

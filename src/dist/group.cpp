@@ -1,10 +1,12 @@
-// make_group: chooses the backend ("auto": mpi under a launcher, else single), applies the
-// ZAYA_DIST_TIMEOUT override, and holds the argument checks both backends share.
+// make_group: chooses the backend ("auto": mpi under a launcher, else single; make_group_for:
+// nccl for GPU buffers under a launcher), applies the ZAYA_DIST_TIMEOUT override, and holds the
+// argument checks the backends share.
 #include <cstdlib>
 #include <string>
 
 #include "core/assert.h"
 #include "dist/group_impl.h"
+#include "dist/nccl.h"
 
 namespace zaya::dist {
 
@@ -33,8 +35,8 @@ void check_root(const char* what, int root, int ranks) {
 
 void check_host(const char* what, const Tensor& t) {
   ZAYA_CHECK_INPUT(t.device == Device::Cpu,
-                   "{}: the MPI group moves host buffers only, got a {} buffer (device buffers "
-                   "need the NCCL group, issue 17, not built yet)",
+                   "{}: the MPI group moves host buffers only, got a {} buffer (GPU buffers "
+                   "need the NCCL group: make_group(\"nccl\"))",
                    what, device_name(t.device));
 }
 
@@ -65,9 +67,15 @@ std::unique_ptr<Group> make_group(const std::string& kind, double timeout_s) {
   timeout_s = timeout_from_env(timeout_s);
   if (kind == "single") return make_single_group();
   if (kind == "mpi") return make_mpi_group(timeout_s);
+  if (kind == "nccl") return make_nccl_group(timeout_s);
   if (kind == "auto")
     return launched_by_mpirun_or_srun() ? make_mpi_group(timeout_s) : make_single_group();
-  fail("unknown process group kind '{}': use auto, single or mpi", kind);
+  fail("unknown process group kind '{}': use auto, single, mpi or nccl", kind);
+}
+
+std::unique_ptr<Group> make_group_for(Device device, double timeout_s) {
+  if (device == Device::Gpu && launched_by_mpirun_or_srun()) return make_group("nccl", timeout_s);
+  return make_group("auto", timeout_s);
 }
 
 }  // namespace zaya::dist

@@ -1,6 +1,7 @@
 // dist::Group: the one interface to collectives (architecture.md §1). `single` (size 1, the
-// default, every collective a copy or no-op) and `mpi` (host buffers, OpenMPI) implement it; the
-// trainer calls it unconditionally — there is no `if (distributed)` above this layer.
+// default, every collective a copy or no-op), `mpi` (host buffers, OpenMPI) and `nccl` (GPU
+// buffers, one process per GPU; dist/nccl.cpp) implement it; the trainer calls it
+// unconditionally — there is no `if (distributed)` above this layer.
 //
 // Contract for every collective:
 // - Buffers are contiguous Tensor views of F32, F64 or I32 (send and recv of one call share the
@@ -8,7 +9,15 @@
 //   the thread that made the group (MPI runs in MPI_THREAD_FUNNELED mode).
 // - Equal chunks: reduce_scatter and all_gather move size()·n elements as size() chunks of n;
 //   callers pad (the ZeRO-1 buckets do) so no tensor size needs to divide the number of ranks.
-// - Results are deterministic: the reduction order does not depend on timing.
+// - Results are deterministic: the reduction order does not depend on timing. For `nccl` this
+//   is what NCCL does in practice, not a documented guarantee: with the same ranks, devices,
+//   topology, NCCL version and settings (NCCL_ALGO, NCCL_PROTO), a collective of a given size
+//   picks the same algorithm and gives the same bits run to run. Not guaranteed: the same bits
+//   at another rank count, on another topology or NCCL version, or as the mpi group's (another
+//   reduction order: F32 sums agree to rounding, not bitwise).
+// - Buffers: `single` takes any device; `mpi` host memory only (a GPU buffer is a clear error);
+//   `nccl` GPU memory, and host memory staged through the device (copied in, reduced, copied
+//   back: for small bookkeeping buffers, not for bulk data).
 // - A peer that does not arrive within the group's timeout (killed, hung) surfaces as a
 //   zaya::Error naming the collective, never a silent hang. After such a failure the group is
 //   unusable (every later call throws) and the process should exit non-zero: under mpirun that
@@ -32,7 +41,7 @@ class Group {
   virtual ~Group() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "single" or "mpi"
+  virtual std::string backend() const = 0;  // "single", "mpi" or "nccl"
 
   // In place: every rank ends with the elementwise reduction of buf over the ranks.
   virtual void all_reduce(const Tensor& buf, ReduceOp op = ReduceOp::Sum) = 0;
@@ -46,9 +55,14 @@ class Group {
   virtual void barrier() = 0;
 };
 
-// kind: "single", "mpi", or "auto" (mpi when launched by mpirun/srun, else single).
-// timeout_s bounds the wait of every collective (default 300 s); the environment variable
-// ZAYA_DIST_TIMEOUT (seconds), when set, overrides it.
+// kind: "single", "mpi", "nccl", or "auto" (mpi when launched by mpirun/srun, else single).
+// "nccl" exists in the CUDA build only (elsewhere a clear zaya::Error); it needs MPI for its
+// bootstrap and libnccl.so.2 at run time (dist/nccl.h). timeout_s bounds the wait of every
+// collective (default 300 s); the environment variable ZAYA_DIST_TIMEOUT (seconds), when set,
+// overrides it.
 std::unique_ptr<Group> make_group(const std::string& kind = "auto", double timeout_s = 300);
+// The group for collectives on buffers of `device`: "auto" for the CPU; for the GPU, "nccl"
+// under mpirun/srun (any number of ranks: the mpi group cannot move GPU buffers), else single.
+std::unique_ptr<Group> make_group_for(Device device, double timeout_s = 300);
 
 }  // namespace zaya::dist

@@ -148,14 +148,16 @@ std::string pick_resume_dir(const TrainConfig& cfg, dist::Group& group) {
   return step < 0 ? "" : cfg.checkpoint_dir + "/" + checkpoint_dir_name(int64_t(step));
 }
 
-// train.device: the CPU, or the GPU of a one-process run on a machine that has one.
-Device train_device(const TrainConfig& cfg, int world) {
+// train.device: the CPU, or the GPU on a machine that has one — one process, or one per GPU
+// with the NCCL group (the mpi group cannot move the optimizer's GPU buckets).
+Device train_device(const TrainConfig& cfg, const dist::Group& group) {
   if (cfg.device == "cpu") return Device::Cpu;
-  if (world > 1)
+  if (group.backend() != "single" && group.backend() != "nccl")
     fail(
-        "train.device = gpu needs the NCCL group (issue 17), not built yet: run one process "
+        "train.device = gpu needs the NCCL group (issue 17), this run has the {} group: launch "
+        "`zaya train` with mpirun/srun (it picks nccl for train.device = gpu), or run one process "
         "(this run has {} ranks)",
-        world);
+        group.backend(), group.size());
   if (!gpu::available()) fail("train.device = gpu: {}", gpu::describe());
   return Device::Gpu;
 }
@@ -290,7 +292,7 @@ struct Trainer::Impl {
 
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
-  device = train_device(cfg, world);
+  device = train_device(cfg, group);
   precision = ops::parse_matmul_precision(cfg.precision);
   heartbeat::start(rank, world);
   faults::install(rank);

@@ -47,6 +47,10 @@ TEST(BenchCommCli, BadFlagsAreOneLineErrors) {
   expect_user_error(run_zaya("bench comm --iters 0"), "--iters must be at least 1");
   expect_user_error(run_zaya("bench comm --factor 1"), "--factor must be at least 2");
   expect_user_error(run_zaya("bench comm --max-time 0"), "--max-time must be positive");
-  expect_user_error(run_zaya("bench comm --group nccl"), "unknown process group kind 'nccl'");
+#if !defined(ZAYA_HAS_GPU_BACKEND)
+  expect_user_error(run_zaya("bench comm --backend nccl"),
+                    "this build has no GPU backend, so no NCCL group");
+#endif
+  expect_user_error(run_zaya("bench comm --group nccl2"), "unknown process group kind 'nccl2'");
   expect_user_error(run_zaya("bench comm --timeout -1"), "timeout must be positive");
 }

@@ -352,6 +352,15 @@ inline cudaError_t cudaGetDevice(int* d) {
   *d = 0;
   return cudaSuccess;
 }
+// One emulated device; work is synchronous, so the stream is always idle (the NCCL group).
+constexpr cudaError_t cudaErrorNotReady = 600;
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamQuery(cudaStream_t) {
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
   *v = a == cudaDevAttrMaxSharedMemoryPerBlockOptin ? 227 << 10 : 132;  // H200
   return cudaSuccess;

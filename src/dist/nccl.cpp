@@ -1,0 +1,372 @@
+// dist::NcclGroup: collectives on GPU buffers with NCCL, one process per GPU (CUDA build and the
+// GPU emulator only; see dist/nccl.h for the other builds).
+//
+// - Bootstrap: the MPI group (dist/mpi.cpp) gives rank and size and carries rank 0's
+//   ncclUniqueId to the others; MPI moves nothing else. The device is the local rank
+//   (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID; else the global rank) modulo
+//   the devices of the node, chosen through ZAYA_GPU_DEVICE before the GPU backend's first use —
+//   unless ZAYA_GPU_DEVICE is set already (an operator pinning ranks), which is respected. A
+//   process that used its GPU before making the group, on another device, is a clear error.
+// - libnccl.so.2 is loaded at run time (open_nccl_library); the types and the entry points'
+//   signatures come from nccl.h, the functions from the library.
+// - Every collective is enqueued on the GPU backend's one stream (ops/gpu/runtime.h), in program
+//   order after the kernels that wrote its buffers, and the call returns when the stream has
+//   finished it: the caller may read the result at once, as with the MPI group.
+// - Timeouts: the communicator is non-blocking (NCCL's config.blocking = 0), so no NCCL call
+//   waits for a peer; wait() polls ncclCommGetAsyncError and the stream until both are done, an
+//   NCCL error or the group's deadline. On error or timeout the communicator is aborted
+//   (ncclCommAbort), the group is unusable and the zaya::Error names the collective. The
+//   deadline covers the kernels queued before the collective too (one stream).
+// - Host buffers (the trainer's scalars and bookkeeping) are staged: copied to device scratch
+//   memory, reduced there, copied back. Mixed calls (send on the GPU, recv on the host) work.
+#include <nccl.h>
+#include <sched.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "core/assert.h"
+#include "core/heartbeat.h"
+#include "core/timer.h"
+#include "dist/group_impl.h"
+#include "dist/nccl.h"
+#include "ops/gpu/runtime.h"
+
+namespace zaya::dist {
+namespace {
+
+// The NCCL entry points zaya calls: signatures from nccl.h, addresses from the library.
+struct NcclApi {
+  SharedLibrary lib;
+  decltype(&ncclGetVersion) get_version;
+  decltype(&ncclGetErrorString) error_string;
+  decltype(&ncclGetLastError) last_error;
+  decltype(&ncclGetUniqueId) get_unique_id;
+  decltype(&ncclCommInitRankConfig) init_rank_config;
+  decltype(&ncclCommGetAsyncError) async_error;
+  decltype(&ncclCommFinalize) finalize;
+  decltype(&ncclCommDestroy) destroy;
+  decltype(&ncclCommAbort) abort;
+  decltype(&ncclAllReduce) all_reduce;
+  decltype(&ncclReduceScatter) reduce_scatter;
+  decltype(&ncclAllGather) all_gather;
+  decltype(&ncclBroadcast) broadcast;
+
+  template <class F>
+  void bind(F& f, const char* name) {
+    f = reinterpret_cast<F>(lib.symbol(name));
+  }
+};
+
+constexpr int kMinVersion = NCCL_VERSION(2, 14, 0);  // non-blocking communicators, finalize
+
+// Loaded once per process; a failed load is retried (and fails alike) on the next request.
+const NcclApi& nccl_api() {
+  static std::mutex mu;
+  static std::unique_ptr<NcclApi> api;
+  std::lock_guard<std::mutex> lock(mu);
+  if (api) return *api;
+  auto a = std::make_unique<NcclApi>();
+  a->lib = open_nccl_library();
+  a->bind(a->get_version, "ncclGetVersion");
+  a->bind(a->error_string, "ncclGetErrorString");
+  a->bind(a->last_error, "ncclGetLastError");
+  a->bind(a->get_unique_id, "ncclGetUniqueId");
+  a->bind(a->init_rank_config, "ncclCommInitRankConfig");
+  a->bind(a->async_error, "ncclCommGetAsyncError");
+  a->bind(a->finalize, "ncclCommFinalize");
+  a->bind(a->destroy, "ncclCommDestroy");
+  a->bind(a->abort, "ncclCommAbort");
+  a->bind(a->all_reduce, "ncclAllReduce");
+  a->bind(a->reduce_scatter, "ncclReduceScatter");
+  a->bind(a->all_gather, "ncclAllGather");
+  a->bind(a->broadcast, "ncclBroadcast");
+  int version = 0;
+  if (a->get_version(&version) != ncclSuccess || version < kMinVersion)
+    fail("{} is NCCL version code {}; zaya needs {} (2.14) or later", a->lib.path(), version,
+         kMinVersion);
+  api = std::move(a);
+  return *api;
+}
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::I32:
+      return ncclInt32;
+    default:
+      ZAYA_ASSERT(false, "no NCCL type for {} (check_buffer lets only F32/F64/I32 through)",
+                  dtype_name(t));
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+  }
+  return ncclSum;
+}
+
+int local_rank(int rank) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return rank;
+}
+
+// The device this rank should use (set through ZAYA_GPU_DEVICE for the GPU runtime), or −1 when
+// the operator set ZAYA_GPU_DEVICE.
+int choose_device(int rank) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    fail("make_group: the NCCL group needs a GPU on every rank; rank {} has none ({})", rank,
+         err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports no device");
+  if (const char* pinned = std::getenv("ZAYA_GPU_DEVICE"); pinned && *pinned) return -1;
+  const int device = local_rank(rank) % count;
+  setenv("ZAYA_GPU_DEVICE", std::to_string(device).c_str(), 1);
+  return device;
+}
+
+// A collective's buffer as NCCL sees it: the tensor's memory when it is on the GPU, otherwise
+// (host memory) a device copy made for the call and copied back by finish().
+class Staged {
+ public:
+  // `copy_in`: the collective reads the buffer (it is not only written).
+  Staged(const Tensor& t, bool copy_in) : t_(t) {
+    if (t.device == Device::Gpu || t.nbytes() == 0) {
+      ptr_ = t.data;
+      return;
+    }
+    scratch_.emplace(t.nbytes());
+    ptr_ = scratch_->as<char>();
+    if (copy_in) gpu::copy(ptr_, Device::Gpu, t.data, Device::Cpu, t.nbytes());
+  }
+  // A view of `t` that lies inside `outer`'s memory at `offset` bytes (the in-place chunk).
+  Staged(const Tensor& t, const Staged& outer, size_t offset)
+      : t_(t), ptr_(static_cast<char*>(outer.ptr_) + offset) {}
+  void* ptr() const { return ptr_; }
+  // The result back to host memory (after the collective finished).
+  void finish() const {
+    if (t_.device != Device::Gpu && t_.nbytes())
+      gpu::copy(t_.data, Device::Cpu, ptr_, Device::Gpu, t_.nbytes());
+  }
+
+ private:
+  Tensor t_;
+  void* ptr_ = nullptr;
+  std::optional<gpu::Scratch> scratch_;
+};
+
+class NcclGroup final : public Group {
+ public:
+  explicit NcclGroup(double timeout_s) : timeout_s_(timeout_s), api_(nccl_api()) {
+    bootstrap_ = make_mpi_group(timeout_s);
+    rank_ = bootstrap_->rank();
+    size_ = bootstrap_->size();
+    const int want = choose_device(rank_);
+    stream_ = gpu::stream();  // creates the GPU context on the chosen device
+    int device = -1;
+    ZAYA_GPU_CHECK(cudaGetDevice(&device));
+    if (want >= 0 && device != want)
+      fail(
+          "make_group: rank {} (local rank {}) should use GPU {} but this process already runs "
+          "on GPU {}: make the NCCL group before any GPU work, or set ZAYA_GPU_DEVICE per rank",
+          rank_, local_rank(rank_), want, device);
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    if (rank_ == 0) check(api_.get_unique_id(&id), "ncclGetUniqueId", "make_group");
+    static_assert(sizeof(ncclUniqueId) % sizeof(int32_t) == 0);
+    int32_t words[sizeof(ncclUniqueId) / sizeof(int32_t)];
+    std::memcpy(words, &id, sizeof id);
+    bootstrap_->broadcast(Tensor(words, {int64_t(std::size(words))}), 0);
+    std::memcpy(&id, words, sizeof id);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // no call waits for a peer: wait() polls with the deadline
+    check(api_.init_rank_config(&comm_, size_, id, rank_, &config), "ncclCommInitRankConfig",
+          "make_group");
+    wait("make_group");
+    barrier_word_.emplace(sizeof(int32_t));
+  }
+
+  ~NcclGroup() override {
+    if (!comm_) return;
+    // Unwinding from an error: peers may be waiting in a collective this rank never reaches.
+    if (broken_ || std::uncaught_exceptions() > 0) {
+      api_.abort(comm_);
+      return;
+    }
+    ncclResult_t r = api_.finalize(comm_);
+    const Timer clock;
+    while (r == ncclInProgress && clock.seconds() < timeout_s_) {
+      if (api_.async_error(comm_, &r) != ncclSuccess) break;
+      if (r == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (r == ncclSuccess)
+      api_.destroy(comm_);
+    else
+      api_.abort(comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "nccl"; }
+
+  void all_reduce(const Tensor& buf, ReduceOp op) override {
+    check_usable("all_reduce");
+    check_buffer("all_reduce", buf);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_reduce");
+    if (buf.numel() == 0) return;
+    const Staged b(buf, true);
+    check(api_.all_reduce(b.ptr(), b.ptr(), size_t(buf.numel()), nccl_type(buf.dtype), nccl_op(op),
+                          comm_, stream_),
+          "ncclAllReduce", "all_reduce");
+    wait("all_reduce");
+    b.finish();
+  }
+
+  void reduce_scatter(const Tensor& send, const Tensor& recv) override {
+    check_usable("reduce_scatter");
+    check_chunks("reduce_scatter", send, recv, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "reduce_scatter");
+    if (recv.numel() == 0) return;
+    const size_t mine = size_t(rank_) * recv.nbytes();
+    const bool in_place = recv.data == static_cast<char*>(send.data) + mine;
+    const Staged s(send, true);
+    const Staged r = in_place ? Staged(recv, s, mine) : Staged(recv, false);
+    check(api_.reduce_scatter(s.ptr(), r.ptr(), size_t(recv.numel()), nccl_type(send.dtype),
+                              ncclSum, comm_, stream_),
+          "ncclReduceScatter", "reduce_scatter");
+    wait("reduce_scatter");
+    r.finish();
+  }
+
+  void all_gather(const Tensor& send, const Tensor& recv) override {
+    check_usable("all_gather");
+    check_chunks("all_gather", recv, send, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_gather");
+    if (send.numel() == 0) return;
+    const size_t mine = size_t(rank_) * send.nbytes();
+    const bool in_place = send.data == static_cast<char*>(recv.data) + mine;
+    const Staged r(recv, in_place);  // in place: this rank's chunk is the input
+    const Staged s = in_place ? Staged(send, r, mine) : Staged(send, true);
+    check(api_.all_gather(s.ptr(), r.ptr(), size_t(send.numel()), nccl_type(send.dtype), comm_,
+                          stream_),
+          "ncclAllGather", "all_gather");
+    wait("all_gather");
+    r.finish();
+  }
+
+  void broadcast(const Tensor& buf, int root) override {
+    check_usable("broadcast");
+    check_buffer("broadcast", buf);
+    check_root("broadcast", root, size_);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "broadcast");
+    if (buf.numel() == 0) return;
+    const Staged b(buf, rank_ == root);
+    check(api_.broadcast(b.ptr(), b.ptr(), size_t(buf.numel()), nccl_type(buf.dtype), root, comm_,
+                         stream_),
+          "ncclBroadcast", "broadcast");
+    wait("broadcast");
+    b.finish();
+  }
+
+  // NCCL has no barrier: a one-element all-reduce that every rank must join.
+  void barrier() override {
+    check_usable("barrier");
+    const heartbeat::Scope beat(heartbeat::Section::Collective, "barrier");
+    check(api_.all_reduce(barrier_word_->as<int32_t>(), barrier_word_->as<int32_t>(), 1, ncclInt32,
+                          ncclSum, comm_, stream_),
+          "ncclAllReduce", "barrier");
+    wait("barrier");
+  }
+
+ private:
+  void check_usable(const char* what) const {
+    ZAYA_CHECK_INPUT(!broken_,
+                     "{}: the NCCL group is unusable after an earlier communication failure", what);
+  }
+
+  // Aborts the communicator (peers may never answer) and raises the error of `what`.
+  template <class... Args>
+  [[noreturn]] void give_up(fmt::format_string<Args...> f, Args&&... args) {
+    broken_ = true;
+    std::string detail = fmt::format(f, std::forward<Args>(args)...);
+    if (comm_) {
+      api_.abort(comm_);
+      comm_ = nullptr;
+    }
+    throw Error(detail);
+  }
+
+  // An NCCL call's result: ncclInProgress is the normal answer of a non-blocking communicator.
+  void check(ncclResult_t r, const char* call, const char* what) {
+    if (r == ncclSuccess || r == ncclInProgress) return;
+    const char* last = comm_ ? api_.last_error(comm_) : nullptr;
+    give_up("{}: {} failed on rank {} of {}: {}{}{}", what, call, rank_, size_,
+            api_.error_string(r), last && *last ? ": " : "", last ? last : "");
+  }
+
+  // Polls until NCCL has no operation in progress and the stream is idle, or the deadline. The
+  // same rhythm as the MPI group's: a 1 ms spin, yielding the core until 10 s, then 1 ms naps.
+  void wait(const char* what) {
+    const Timer clock;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      check(api_.async_error(comm_, &state), "ncclCommGetAsyncError", what);
+      if (state != ncclSuccess && state != ncclInProgress) check(state, "the NCCL operation", what);
+      if (state == ncclSuccess) {
+        const cudaError_t q = cudaStreamQuery(stream_);
+        if (q == cudaSuccess) return;
+        if (q != cudaErrorNotReady)
+          give_up("{}: the GPU stream failed on rank {} of {}: {}", what, rank_, size_,
+                  cudaGetErrorString(q));
+        (void)cudaGetLastError();  // "not ready" is no error: clear it for the next launch check
+      }
+      const double waited = clock.seconds();
+      if (waited > timeout_s_)
+        give_up(
+            "{}: no answer from the other ranks within {:g} s (a rank died or hung?); rank {} "
+            "of {} gives up (NCCL communicator aborted). Look for the first error in the other "
+            "ranks' output; ZAYA_DIST_TIMEOUT=seconds changes the limit",
+            what, timeout_s_, rank_, size_);
+      if (waited < 1e-3) continue;
+      if (waited < 10) {
+        sched_yield();
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  double timeout_s_;
+  const NcclApi& api_;
+  std::unique_ptr<Group> bootstrap_;  // the MPI group: rank, size, the unique id
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::optional<gpu::Scratch> barrier_word_;  // barrier()'s element
+  int rank_ = 0, size_ = 1;
+  bool broken_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_nccl_group(double timeout_s) {
+  return std::make_unique<NcclGroup>(timeout_s);
+}
+
+}  // namespace zaya::dist
