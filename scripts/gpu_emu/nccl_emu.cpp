@@ -85,8 +85,8 @@ MPI_Op mpi_op(ncclRedOp_t op) {
 ncclResult_t progress(ncclComm* c, bool block) {
   while (c->req != MPI_REQUEST_NULL) {
     int done = 0;
-    const int rc = block ? MPI_Wait(&c->req, MPI_STATUS_IGNORE)
-                         : MPI_Test(&c->req, &done, MPI_STATUS_IGNORE);
+    const int rc =
+        block ? MPI_Wait(&c->req, MPI_STATUS_IGNORE) : MPI_Test(&c->req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       close_device(c);
       return failed(c, ncclSystemError, "MPI error " + std::to_string(rc));

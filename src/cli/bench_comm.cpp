@@ -63,8 +63,8 @@ int run_bench_comm(const BenchCommArgs& a) {
         "# zaya bench comm: {} rank{} ({} group{}), {} elements, sizes {}..{} bytes ×{}, "
         "{} timed calls after {} warm-up\n",
         group->size(), group->size() == 1 ? "" : "s", group->backend(),
-        opt.device == Device::Gpu ? ", GPU buffers" : "", type,
-        byte_label(opt.min_bytes), byte_label(opt.max_bytes), opt.factor, opt.iters, opt.warmup);
+        opt.device == Device::Gpu ? ", GPU buffers" : "", type, byte_label(opt.min_bytes),
+        byte_label(opt.max_bytes), opt.factor, opt.iters, opt.warmup);
     fmt::print(
         "# busbw = algbw × 2(n-1)/n (all_reduce), × (n-1)/n (reduce_scatter, "
         "all_gather), × 1 (broadcast); GB/s = 1e9 B/s\n#\n");

@@ -51,8 +51,8 @@ void* SharedLibrary::symbol(const char* name) const {
   dlerror();
   void* p = dlsym(handle_, name);
   if (!p)
-    fail("{} ({}) has no symbol {}: it is older than the version zaya was built for", what_,
-         path_, name);
+    fail("{} ({}) has no symbol {}: it is older than the version zaya was built for", what_, path_,
+         name);
   return p;
 }
 

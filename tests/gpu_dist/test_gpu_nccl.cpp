@@ -54,30 +54,30 @@ std::string run_ranks(const std::string& test, const std::string& role, const st
   const std::string cmd = "OMP_NUM_THREADS=1 ZAYA_NCCL_RANK_TEST=" + role + " " + env +
                           " mpirun --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS"
                           " -x ZAYA_NCCL_RANK_TEST -x ZAYA_DIST_TIMEOUT -x ZAYA_NCCL_LIB " +
-                          std::string(self) + " --gtest_color=no --gtest_filter=GpuNcclRank." + test + " >" + log +
-                          " 2>&1 </dev/null";
+                          std::string(self) + " --gtest_color=no --gtest_filter=GpuNcclRank." +
+                          test + " >" + log + " 2>&1 </dev/null";
   const int status = std::system(cmd.c_str());
   const std::string out = slurp(log);
   EXPECT_EQ(status, 0) << cmd << "\n" << out;
   return out;
 }
 
-#define ZAYA_REQUIRE_NCCL_JOB()                                                      \
-  do {                                                                               \
-    ZAYA_REQUIRE_GPU();                                                              \
-    if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";                          \
-    try {                                                                            \
-      dist::open_nccl_library();                                                     \
-    } catch (const Error& e) {                                                       \
-      GTEST_SKIP() << e.what();                                                      \
-    }                                                                                \
+#define ZAYA_REQUIRE_NCCL_JOB()                             \
+  do {                                                      \
+    ZAYA_REQUIRE_GPU();                                     \
+    if (!have_mpirun()) GTEST_SKIP() << "mpirun not found"; \
+    try {                                                   \
+      dist::open_nccl_library();                            \
+    } catch (const Error& e) {                              \
+      GTEST_SKIP() << e.what();                             \
+    }                                                       \
   } while (0)
 
 // ------------------------------------------------------------------------------- the rank side
 
-#define ZAYA_REQUIRE_ROLE(role)                                                               \
-  do {                                                                                        \
-    const char* r = std::getenv("ZAYA_NCCL_RANK_TEST");                                       \
+#define ZAYA_REQUIRE_ROLE(role)                                                             \
+  do {                                                                                      \
+    const char* r = std::getenv("ZAYA_NCCL_RANK_TEST");                                     \
     if (!r || std::string(r) != role) GTEST_SKIP() << "a rank of GpuNccl.* (under mpirun)"; \
   } while (0)
 
@@ -135,6 +135,8 @@ TEST(GpuNccl, AHungPeerTimesOutNamingTheCollective) {
             std::string::npos)
       << out;
   EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
+  const size_t at = out.find("rank 0 timed out: ");
+  if (at != std::string::npos) std::printf("%s\n", out.substr(at, out.find('\n', at) - at).c_str());
 }
 
 TEST(GpuNcclRank, Collectives) {
@@ -151,15 +153,17 @@ TEST(GpuNcclRank, Collectives) {
       for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
         std::vector<DevicePair> p;
         p.push_back(rank_data(dtype, count, r));
-        same_result(*nccl, *mpi, p, [&](Group& g, auto& t) { g.all_reduce(t[0], op); },
-                    "all_reduce " + tag);
+        same_result(
+            *nccl, *mpi, p, [&](Group& g, auto& t) { g.all_reduce(t[0], op); },
+            "all_reduce " + tag);
       }
       {  // reduce_scatter out of place, then in place (recv = chunk rank() of send)
         std::vector<DevicePair> p;
         p.push_back(rank_data(dtype, count * n, r));
         p.push_back(rank_data(dtype, count, r + 7));
-        same_result(*nccl, *mpi, p, [&](Group& g, auto& t) { g.reduce_scatter(t[0], t[1]); },
-                    "reduce_scatter " + tag);
+        same_result(
+            *nccl, *mpi, p, [&](Group& g, auto& t) { g.reduce_scatter(t[0], t[1]); },
+            "reduce_scatter " + tag);
         // In place: only chunk rank() is defined afterwards (the group contract).
         DevicePair in_place = rank_data(dtype, count * n, r);
         mpi->reduce_scatter(in_place.cpu, part(in_place.cpu, r * count, count));
@@ -173,19 +177,22 @@ TEST(GpuNcclRank, Collectives) {
         std::vector<DevicePair> p;
         p.push_back(rank_data(dtype, count, r));
         p.push_back(rank_data(dtype, count * n, r + 3));
-        same_result(*nccl, *mpi, p, [&](Group& g, auto& t) { g.all_gather(t[0], t[1]); },
-                    "all_gather " + tag);
+        same_result(
+            *nccl, *mpi, p, [&](Group& g, auto& t) { g.all_gather(t[0], t[1]); },
+            "all_gather " + tag);
         p.erase(p.begin());
         p[0] = rank_data(dtype, count * n, r);
-        same_result(*nccl, *mpi, p,
-                    [&](Group& g, auto& t) { g.all_gather(part(t[0], r * count, count), t[0]); },
-                    "all_gather in place " + tag);
+        same_result(
+            *nccl, *mpi, p,
+            [&](Group& g, auto& t) { g.all_gather(part(t[0], r * count, count), t[0]); },
+            "all_gather in place " + tag);
       }
       for (int root = 0; root < n; ++root) {
         std::vector<DevicePair> p;
         p.push_back(rank_data(dtype, count, r));
-        same_result(*nccl, *mpi, p, [&](Group& g, auto& t) { g.broadcast(t[0], root); },
-                    "broadcast from " + std::to_string(root) + " " + tag);
+        same_result(
+            *nccl, *mpi, p, [&](Group& g, auto& t) { g.broadcast(t[0], root); },
+            "broadcast from " + std::to_string(root) + " " + tag);
       }
     }
   // Host buffers through the NCCL group (staged on the GPU), and a mixed call.

@@ -66,10 +66,11 @@ TEST(GpuNcclTrain, TwoGpuRanksMatchTwoCpuRanks) {
   }
   ScratchDir dir;
   const int64_t steps = train_steps();
-  write_tiny_toml(dir / "run.toml", make_tiny_dataset(dir),
-                  "micro_batch = 2\ngrad_accum = 2\nsteps = " + std::to_string(steps) +
-                      "\nlog_every = 1\neval_batches = 1\n",
-                  "[optim]\nwarmup = 1\nlr = 0.003\nmin_lr = 0.0003\n[checkpoint]\nkeep_last = 0\n");
+  write_tiny_toml(
+      dir / "run.toml", make_tiny_dataset(dir),
+      "micro_batch = 2\ngrad_accum = 2\nsteps = " + std::to_string(steps) +
+          "\nlog_every = 1\neval_batches = 1\n",
+      "[optim]\nwarmup = 1\nlr = 0.003\nmin_lr = 0.0003\n[checkpoint]\nkeep_last = 0\n");
   for (const std::string muon : {"true", "false"}) {
     const std::string tag = muon == "true" ? "muon" : "adamw";
     const std::string cpu_log = train(dir, "cpu_" + tag, "--set optim.use_muon=" + muon);
@@ -90,8 +91,9 @@ TEST(GpuNcclTrain, TwoGpuRanksMatchTwoCpuRanks) {
       std::printf("%s step %lld: loss gpu (nccl) %.9g vs cpu (mpi) %.9g, rel %.2e\n", tag.c_str(),
                   (long long)step, got.at(step), loss, rel);
     }
-    std::printf("%s: 2 GPU ranks vs 2 CPU ranks, %lld steps, largest relative loss difference "
-                "%.3e\n",
-                tag.c_str(), (long long)steps, worst);
+    std::printf(
+        "%s: 2 GPU ranks vs 2 CPU ranks, %lld steps, largest relative loss difference "
+        "%.3e\n",
+        tag.c_str(), (long long)steps, worst);
   }
 }
