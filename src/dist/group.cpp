@@ -1,8 +1,12 @@
 // make_group: chooses the backend ("auto": mpi under a launcher, else single; make_group_for:
 // nccl for GPU buffers under a launcher), applies the ZAYA_DIST_TIMEOUT override, and holds the
 // argument checks the backends share.
+#include <sched.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "core/assert.h"
 #include "dist/group_impl.h"
@@ -38,6 +42,23 @@ void check_host(const char* what, const Tensor& t) {
                    "{}: the MPI group moves host buffers only, got a {} buffer (GPU buffers "
                    "need the NCCL group: make_group(\"nccl\"))",
                    what, device_name(t.device));
+}
+
+void poll_pause(double waited) {
+  if (waited < 1e-3) return;
+  if (waited < 10) {
+    sched_yield();
+    return;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void fail_timeout(const char* what, double timeout_s, int rank, int ranks, const char* extra) {
+  fail(
+      "{}: no answer from the other ranks within {:g} s (a rank died or hung?); rank {} of {} "
+      "gives up{}. Look for the first error in the other ranks' output; ZAYA_DIST_TIMEOUT=seconds "
+      "changes the limit",
+      what, timeout_s, rank, ranks, extra);
 }
 
 namespace {

@@ -18,6 +18,14 @@ void check_root(const char* what, int root, int ranks);
 // buffers need the NCCL group of issue 17).
 void check_host(const char* what, const Tensor& t);
 
+// Polling a collective: the pause after `waited` seconds — none for 1 ms (a pure spin), then
+// yielding the core until 10 s, then 1 ms naps (a straggler or a hang: no transfer lasts that
+// long). The MPI and NCCL groups share the rhythm.
+void poll_pause(double waited);
+// The timeout error of collective `what` (`extra`: what the group did about it).
+[[noreturn]] void fail_timeout(const char* what, double timeout_s, int rank, int ranks,
+                               const char* extra = "");
+
 std::unique_ptr<Group> make_single_group();
 // The MPI group over a duplicate of MPI_COMM_WORLD (initialising MPI on first use).
 std::unique_ptr<Group> make_mpi_group(double timeout_s);

@@ -16,7 +16,6 @@
 //   fixed order, so results stay deterministic. MPI counts are int: broadcast splits buffers into
 //   pieces of 2^30 elements; all_gather chunks must stay below 2^31 elements.
 #include <mpi.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,7 +24,6 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "core/assert.h"
@@ -261,18 +259,9 @@ class MpiGroup final : public Group {
       const double waited = clock.seconds();
       if (waited > timeout_s_) {
         g_mpi_broken = true;
-        fail(
-            "{}: no answer from the other ranks within {:g} s (a rank died or hung?); rank {} "
-            "of {} gives up. Look for the first error in the other ranks' output; "
-            "ZAYA_DIST_TIMEOUT=seconds changes the limit",
-            what, timeout_s_, rank_, size_);
+        fail_timeout(what, timeout_s_, rank_, size_);
       }
-      if (waited < 1e-3) continue;
-      if (waited < 10) {
-        sched_yield();
-        continue;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      poll_pause(waited);
     }
   }
 

@@ -20,7 +20,6 @@
 // - Host buffers (the trainer's scalars and bookkeeping) are staged: copied to device scratch
 //   memory, reduced there, copied back. Mixed calls (send on the GPU, recv on the host) work.
 #include <nccl.h>
-#include <sched.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -146,8 +145,15 @@ int choose_device(int rank) {
 // (host memory) a device copy made for the call and copied back by finish().
 class Staged {
  public:
-  // `copy_in`: the collective reads the buffer (it is not only written).
-  Staged(const Tensor& t, bool copy_in) : t_(t) {
+  // `copy_in`: the collective reads the buffer (it is not only written). `outer`: `t` lies
+  // inside that buffer's memory at `offset` bytes (the in-place chunk), so it is staged with it.
+  Staged(const Tensor& t, bool copy_in, const Staged* outer = nullptr, size_t offset = 0) : t_(t) {
+    if (outer) {
+      ptr_ = static_cast<char*>(outer->ptr_) + offset;
+      if (copy_in && t.device != Device::Gpu && t.nbytes())
+        gpu::copy(ptr_, Device::Gpu, t.data, Device::Cpu, t.nbytes());
+      return;
+    }
     if (t.device == Device::Gpu || t.nbytes() == 0) {
       ptr_ = t.data;
       return;
@@ -156,9 +162,6 @@ class Staged {
     ptr_ = scratch_->as<char>();
     if (copy_in) gpu::copy(ptr_, Device::Gpu, t.data, Device::Cpu, t.nbytes());
   }
-  // A view of `t` that lies inside `outer`'s memory at `offset` bytes (the in-place chunk).
-  Staged(const Tensor& t, const Staged& outer, size_t offset)
-      : t_(t), ptr_(static_cast<char*>(outer.ptr_) + offset) {}
   void* ptr() const { return ptr_; }
   // The result back to host memory (after the collective finished).
   void finish() const {
@@ -247,7 +250,7 @@ class NcclGroup final : public Group {
     const size_t mine = size_t(rank_) * recv.nbytes();
     const bool in_place = recv.data == static_cast<char*>(send.data) + mine;
     const Staged s(send, true);
-    const Staged r = in_place ? Staged(recv, s, mine) : Staged(recv, false);
+    const Staged r(recv, false, in_place ? &s : nullptr, mine);
     check(api_.reduce_scatter(s.ptr(), r.ptr(), size_t(recv.numel()), nccl_type(send.dtype),
                               ncclSum, comm_, stream_),
           "ncclReduceScatter", "reduce_scatter");
@@ -262,8 +265,8 @@ class NcclGroup final : public Group {
     if (send.numel() == 0) return;
     const size_t mine = size_t(rank_) * send.nbytes();
     const bool in_place = send.data == static_cast<char*>(recv.data) + mine;
-    const Staged r(recv, in_place);  // in place: this rank's chunk is the input
-    const Staged s = in_place ? Staged(send, r, mine) : Staged(send, true);
+    const Staged r(recv, false);
+    const Staged s(send, true, in_place ? &r : nullptr, mine);  // in place: a chunk of recv
     check(api_.all_gather(s.ptr(), r.ptr(), size_t(send.numel()), nccl_type(send.dtype), comm_,
                           stream_),
           "ncclAllGather", "all_gather");
@@ -301,15 +304,18 @@ class NcclGroup final : public Group {
                      "{}: the NCCL group is unusable after an earlier communication failure", what);
   }
 
-  // Aborts the communicator (peers may never answer) and raises the error of `what`.
-  template <class... Args>
-  [[noreturn]] void give_up(fmt::format_string<Args...> f, Args&&... args) {
+  // Aborts the communicator (peers may never answer): the group is unusable from now on.
+  void abandon() {
     broken_ = true;
-    std::string detail = fmt::format(f, std::forward<Args>(args)...);
     if (comm_) {
       api_.abort(comm_);
       comm_ = nullptr;
     }
+  }
+  template <class... Args>
+  [[noreturn]] void give_up(fmt::format_string<Args...> f, Args&&... args) {
+    std::string detail = fmt::format(f, std::forward<Args>(args)...);
+    abandon();
     throw Error(detail);
   }
 
@@ -321,8 +327,8 @@ class NcclGroup final : public Group {
             api_.error_string(r), last && *last ? ": " : "", last ? last : "");
   }
 
-  // Polls until NCCL has no operation in progress and the stream is idle, or the deadline. The
-  // same rhythm as the MPI group's: a 1 ms spin, yielding the core until 10 s, then 1 ms naps.
+  // Polls until NCCL has no operation in progress and the stream is idle, or the deadline (the
+  // MPI group's rhythm: poll_pause).
   void wait(const char* what) {
     const Timer clock;
     for (;;) {
@@ -338,18 +344,11 @@ class NcclGroup final : public Group {
         (void)cudaGetLastError();  // "not ready" is no error: clear it for the next launch check
       }
       const double waited = clock.seconds();
-      if (waited > timeout_s_)
-        give_up(
-            "{}: no answer from the other ranks within {:g} s (a rank died or hung?); rank {} "
-            "of {} gives up (NCCL communicator aborted). Look for the first error in the other "
-            "ranks' output; ZAYA_DIST_TIMEOUT=seconds changes the limit",
-            what, timeout_s_, rank_, size_);
-      if (waited < 1e-3) continue;
-      if (waited < 10) {
-        sched_yield();
-        continue;
+      if (waited > timeout_s_) {
+        abandon();
+        fail_timeout(what, timeout_s_, rank_, size_, " (NCCL communicator aborted)");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      poll_pause(waited);
     }
   }
 
