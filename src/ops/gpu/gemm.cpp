@@ -1,5 +1,6 @@
 // gemm() of gemm.h: the choice between cuBLASLt and the tiled kernel (ZAYA_GPU_GEMM), and the
-// fallback where the library declines a call. Host code.
+// fallback where the library declines a call, and the tuning table's hook (gemm_table_runtime.h:
+// Auto calls with ZAYA_GPU_GEMM unset or auto follow a loaded table). Host code.
 #include "ops/gpu/gemm.h"
 
 #include <atomic>
@@ -8,6 +9,7 @@
 
 #include "core/assert.h"
 #include "ops/backend.h"
+#include "ops/gpu/gemm_table_runtime.h"
 
 namespace zaya::gpu {
 
@@ -75,6 +77,7 @@ void gemm(const Gemm& call, GemmEngine engine) {
   if (gemm_bf16_inputs()) g.bf16_inputs = true;
   ZAYA_ASSERT(g.M >= 0 && g.N >= 0 && g.K >= 0, "gemm: M {} N {} K {}", g.M, g.N, g.K);
   if (g.M == 0 || g.N == 0) return;
+  if (engine == GemmEngine::Auto && env_engine() == GemmEngine::Auto && gemm_table_run(g)) return;
   const bool forced = engine == GemmEngine::BlasLt || env_engine() == GemmEngine::BlasLt;
   if (engine == GemmEngine::Auto) engine = gemm_engine_for(g);
   // K = 0 is C = beta · C: the tiled kernel's epilogue alone (the library wants k ≥ 1).

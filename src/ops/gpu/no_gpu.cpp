@@ -4,6 +4,7 @@
 #include "core/assert.h"
 #include "core/device.h"
 #include "ops/backend.h"
+#include "ops/gpu/gemm_table_runtime.h"
 
 namespace zaya {
 
@@ -49,6 +50,36 @@ std::string describe() {
 
 std::string memory_report() {
   return "GPU memory: none (this build has no GPU backend)";
+}
+
+// The GEMM tuning table (gemm_table_runtime.h): nothing to load, record or tune; the queries
+// answer "none".
+std::vector<gemm_table::Validator> gemm_table_validators() {
+  no_gpu("reading the GPU's GEMM table validators");
+}
+
+int64_t load_gemm_table(const std::string& path) {
+  no_gpu("loading a GEMM table");
+}
+
+void clear_gemm_table() {}
+
+bool gemm_table_loaded() {
+  return false;
+}
+
+void set_gemm_recording(const std::string& path) {
+  no_gpu("recording the GPU's GEMMs");
+}
+
+int64_t write_gemm_recording() {
+  return 0;
+}
+
+std::vector<GemmTuneResult> tune_gemms(const std::vector<gemm_table::GemmKey>&,
+                                       const GemmTuneOptions&,
+                                       const std::function<void(const GemmTuneResult&)>&) {
+  no_gpu("tuning GPU GEMMs");
 }
 
 }  // namespace gpu

@@ -1,0 +1,181 @@
+// The GEMM table's runtime side (gemm_table_runtime.h): the validators of this device, loading
+// (validators and cublasLtMatmulAlgoCheck), gemm()'s hook, and the recording of the keys used.
+// Host code. One process-wide table behind a mutex; gemm() pays one relaxed atomic load while
+// neither a table nor a recording is active.
+#include "ops/gpu/gemm_table_runtime.h"
+
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/assert.h"
+#include "io/file.h"
+#include "ops/gpu/gemm_blaslt.h"
+#include "ops/gpu/runtime.h"
+
+namespace zaya::gpu {
+
+using gemm_table::GemmDtype;
+using gemm_table::GemmKey;
+using gemm_table::Solution;
+using gemm_table::SolutionKind;
+
+namespace {
+
+struct State {
+  std::atomic<bool> active{false};  // a table or a recording
+  std::mutex mu;
+  std::map<GemmKey, Solution> table;
+  std::string record_path;
+  std::vector<GemmKey> used;  // first-use order
+  std::set<GemmKey> seen;
+  void update_active() { active.store(!table.empty() || !record_path.empty()); }
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+// g's key; false where g has none (mixed or other dtypes, an empty product).
+bool key_of(const Gemm& g, GemmKey& key) {
+  if (g.a.dtype != g.b.dtype || (g.a.dtype != DType::F32 && g.a.dtype != DType::BF16)) return false;
+  if (g.M <= 0 || g.N <= 0 || g.K <= 0) return false;
+  key =
+      gemm_table::key_of_row_major(g.a.dtype == DType::BF16 ? GemmDtype::BF16 : GemmDtype::F32, g.M,
+                                   g.N, g.K, g.a.transposed, g.a.ld, g.b.transposed, g.b.ld, g.ldc);
+  return true;
+}
+
+// The validator values may not hold the format's separators.
+std::string clean(std::string s) {
+  for (char& c : s)
+    if (c == ',' || c == '\n' || c == '\r') c = ' ';
+  return s.empty() ? "none" : s;
+}
+
+void write_at_exit() {
+  try {
+    write_gemm_recording();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "zaya: error: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
+std::vector<gemm_table::Validator> gemm_table_validators() {
+  (void)stream();  // the device chosen
+  std::string name = "gpu emulator", arch = "emulated", runtime = "none";
+#if defined(ZAYA_GPU_CUDA) || defined(ZAYA_GPU_HIP)
+  int device = 0;
+  ZAYA_GPU_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  ZAYA_GPU_CHECK(cudaGetDeviceProperties(&prop, device));
+  name = prop.name;
+#if defined(ZAYA_GPU_HIP)
+  arch = prop.gcnArchName;
+#else
+  arch = fmt::format("{}.{}", prop.major, prop.minor);
+#endif
+  int version = 0;
+  ZAYA_GPU_CHECK(cudaRuntimeGetVersion(&version));
+  runtime = fmt::format("{} {}", ZAYA_GPU_VENDOR, version);
+#endif  // else: the emulator of scripts/gpu_emu (neither vendor macro), no device to ask
+  return {{"ZAYA_GEMM_TABLE_VERSION", std::to_string(gemm_table::kVersion)},
+          {"CUBLASLT_VERSION", blaslt_version()},
+          {"GPU_NAME", clean(name)},
+          {"GPU_ARCH", clean(arch)},
+          {"GPU_RUNTIME", clean(runtime)}};
+}
+
+int64_t load_gemm_table(const std::string& path) {
+  const gemm_table::Table t = gemm_table::load_table(path);
+  gemm_table::check_validators(t, gemm_table_validators(), path);
+  std::map<GemmKey, Solution> table;
+  for (const gemm_table::Entry& e : t.entries) {
+    if (e.solution.kind == SolutionKind::BlasLt) {
+      const std::string why = blaslt_check(gemm_of_key(e.key), e.solution.algo);
+      if (!why.empty())
+        fail(
+            "{}:{}: {},{}: its cuBLASLt algorithm cannot run here ({}); retune (zaya tune gemm) "
+            "or drop the line",
+            path, e.line, gemm_table::op_name(e.key), gemm_table::params(e.key), why);
+    }
+    table[e.key] = e.solution;
+  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.table = std::move(table);
+  s.update_active();
+  return int64_t(t.entries.size());
+}
+
+void clear_gemm_table() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.table.clear();
+  s.update_active();
+}
+
+bool gemm_table_loaded() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return !s.table.empty();
+}
+
+void set_gemm_recording(const std::string& path) {
+  ZAYA_CHECK_INPUT(!path.empty(), "set_gemm_recording: an empty path");
+  State& s = state();
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(write_at_exit); });
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.record_path = path;
+  s.used.clear();
+  s.seen.clear();
+  s.update_active();
+}
+
+int64_t write_gemm_recording() {
+  State& s = state();
+  std::string path, text;
+  int64_t n = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.record_path.empty()) return 0;
+    path = s.record_path;
+    text = gemm_table::format_untuned(s.used);
+    n = int64_t(s.used.size());
+  }
+  write_text_file_atomic(path, text);
+  return n;
+}
+
+bool gemm_table_run(const Gemm& g) {
+  State& s = state();
+  if (!s.active.load(std::memory_order_relaxed)) return false;
+  GemmKey key;
+  if (!key_of(g, key)) return false;
+  Solution sol;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.record_path.empty() && s.seen.insert(key).second) s.used.push_back(key);
+    const auto it = s.table.find(key);
+    if (it == s.table.end()) return false;
+    sol = it->second;
+  }
+  switch (sol.kind) {
+    case SolutionKind::Default:
+      return false;
+    case SolutionKind::Tiled:
+      gemm_tiled(g);
+      return true;
+    case SolutionKind::BlasLt:
+      return gemm_blaslt_algo(g, sol.algo);
+  }
+  return false;
+}
+
+}  // namespace zaya::gpu
