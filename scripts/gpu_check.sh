@@ -314,6 +314,7 @@ bench() {
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench_gpu: TIMEOUT after ${bench_s}s (rows so far above)"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench_gpu: exit $rc"
   grep -q "^bench_gpu: skipped" "$logs/bench_gpu.out" && fail "bench_gpu skipped: no GPU seen"
+  timeout -k 5 120 bin/zaya tune gemm --config tests/data/configs/zaya1-base.json --tokens 4096 --reps 5 --candidates 4 --out "$out/gemm_table.csv" >"$logs/tune_gemm.out" 2>&1 && tail -2 "$logs/tune_gemm.out" || fail "zaya tune gemm (zaya1-base, 4096 tokens): exit $? (logs/tune_gemm.out)"
 }
 
 summary() {

@@ -1,4 +1,5 @@
 // zaya train --config FILE.toml [--set key=value ...] [--print-config] [--quiet]
+//            [--record-untuned FILE]
 // Trains (or resumes) a ZAYA1 model as the TOML file says; every key is documented by
 // --print-config. Unknown keys are rejected with a suggestion. Launched by mpirun/srun, the
 // processes train together (data parallel, ZeRO-1): train.micro_batch is per rank; with
@@ -12,6 +13,7 @@
 #include "core/assert.h"
 #include "core/log.h"
 #include "dist/group.h"
+#include "ops/gpu/gemm_table_runtime.h"
 #include "train/trainer.h"
 
 namespace zaya::cli {
@@ -23,6 +25,7 @@ struct TrainArgs {
   std::vector<std::string> sets;
   bool print_config = false;
   bool quiet = false;
+  std::string record_untuned;
 };
 
 int run_train(const TrainArgs& a) {
@@ -34,10 +37,17 @@ int run_train(const TrainArgs& a) {
   }
   if (a.config.empty()) fail("--config FILE.toml is required (see configs/ and --print-config)");
   validate_train_config(cfg);
+  if (!a.record_untuned.empty()) {  // a diagnostic of this run, not a config key (checkpoints)
+    if (cfg.device != "gpu")
+      fail("--record-untuned records GPU GEMMs: it needs train.device = gpu");
+    gpu::set_gemm_recording(a.record_untuned);
+  }
   // GPU training under mpirun/srun: the NCCL group (collectives on the GPU buffers).
   std::unique_ptr<dist::Group> group =
       dist::make_group_for(cfg.device == "gpu" ? Device::Gpu : Device::Cpu);
   const TrainSummary s = run_training(cfg, TrainOptions{.quiet = a.quiet, .group = group.get()});
+  if (!a.record_untuned.empty())
+    log_info("train: {} GEMM shapes written to {}", gpu::write_gemm_recording(), a.record_untuned);
   const auto val = [](double v) {
     return std::isnan(v) ? std::string("–") : fmt::format("{:.4f}", v);
   };
@@ -61,6 +71,9 @@ Action add_train_command(CLI::App& app) {
   sub->add_flag("--print-config", args->print_config,
                 "print every key with its value and meaning, then exit");
   sub->add_flag("--quiet", args->quiet, "no progress output");
+  sub->add_option("--record-untuned", args->record_untuned,
+                  "write the GPU GEMM shapes the run used to FILE (op,params lines; train.device = "
+                  "gpu)");
   return [args] { return run_train(*args); };
 }
 

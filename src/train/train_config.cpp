@@ -39,6 +39,8 @@ const std::vector<TrainField>& train_fields() {
        "process, a GPU build)"},
       {"train.precision", &C::precision,
        "fp32 | bf16: GEMM inputs in bf16 with fp32 accumulation (bf16 needs train.device = gpu)"},
+      {"train.gemm_table", &C::gemm_table,
+       "GEMM table of `zaya tune gemm` to follow ('' = none; needs train.device = gpu)"},
       {"train.log_every", &C::log_every, "print a step line every N steps", positive},
       {"train.eval_every", &C::eval_every, "validation loss every N steps (0 = only at the end)",
        non_negative},
@@ -300,6 +302,10 @@ void validate_train_config(const TrainConfig& c) {
     fail(
         "key 'train.precision' = bf16 needs train.device = gpu (the CPU trains in fp32); set "
         "train.precision = fp32 or train.device = gpu");
+  if (!c.gemm_table.empty() && c.device != "gpu")
+    fail(
+        "key 'train.gemm_table' needs train.device = gpu (it tunes GPU GEMMs); drop the key or "
+        "set train.device = gpu");
   if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
     fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");

@@ -35,6 +35,8 @@ struct TrainConfig {
   // outputs; master weights, optimizer state, norms, softmax, router and loss stay fp32). bf16
   // needs train.device = gpu.
   std::string precision = "fp32";
+  // A GEMM table of `zaya tune gemm` (io/gemm_table.h) loaded at start; needs train.device = gpu.
+  std::string gemm_table;
   int64_t log_every = 1;
   int64_t eval_every = 100;
   int64_t eval_batches = 4;  // 0: no evaluation

@@ -28,6 +28,7 @@
 #include "model/inspect.h"
 #include "model/transformer.h"
 #include "ops/blas_kernels.h"
+#include "ops/gpu/gemm_table_runtime.h"
 #include "ops/precision.h"
 #include "train/anomaly.h"
 #include "train/async_writer.h"
@@ -294,6 +295,9 @@ void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
   device = train_device(cfg, group);
   precision = ops::parse_matmul_precision(cfg.precision);
+  if (!cfg.gemm_table.empty())  // train.gemm_table (validate_train_config: device gpu)
+    log_info("train: GEMM table {}: {} tuned GEMMs", cfg.gemm_table,
+             gpu::load_gemm_table(cfg.gemm_table));
   heartbeat::start(rank, world);
   faults::install(rank);
   events.open(rank);

@@ -27,7 +27,8 @@ bool gemm_table_loaded();
 
 // From now on, every GEMM gemm() runs (engine Auto, ZAYA_GPU_GEMM unset or auto) is noted; the
 // distinct keys, in first-use order, are written to `path` as an untuned file by
-// write_gemm_recording() and at process exit. Mixed-dtype and K = 0 GEMMs have no key.
+// write_gemm_recording() and at process exit. Mixed-dtype and K = 0 GEMMs have no key. An empty
+// path stops recording (nothing written).
 void set_gemm_recording(const std::string& path);
 // Writes the recording now (nothing when none was set); returns the keys written.
 int64_t write_gemm_recording();
