@@ -7,8 +7,8 @@
 // prints default ms, best ms and the gain per shape and in total (each shape weighted by its uses
 // per micro-batch), and writes the table (io/gemm_table.h) for train.gemm_table. Without
 // cuBLASLt (HIP, the emulator) the candidates are the default and nothing else to compare, so
-// every line is Default. --precision bf16 tunes the BFloat16-operand GEMMs of
-// train.precision = bf16.
+// every line is Default. --precision bf16 tunes the GEMMs of train.precision = bf16
+// (floatAsBFloat16: float operands rounded to bf16 as they load; the router's stay float).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -42,8 +42,9 @@ int run_tune_gemm(const TuneArgs& a) {
     fail("--precision must be fp32 or bf16, got '{}'", a.precision);
   const ZayaConfig cfg = load_config(a.config);
   if (!gpu::available()) fail("zaya tune gemm needs a GPU: {}", gpu::describe());
+  // train.precision = bf16: float operands rounded to bf16 as they load (Gemm::bf16_inputs).
   const auto dtype =
-      a.precision == "bf16" ? gemm_table::GemmDtype::BF16 : gemm_table::GemmDtype::F32;
+      a.precision == "bf16" ? gemm_table::GemmDtype::F32AsBF16 : gemm_table::GemmDtype::F32;
   const std::vector<GemmUse> uses = training_gemms(cfg, a.tokens, dtype);
   const std::vector<GemmShape> shapes = distinct_gemms(uses);
   std::vector<gemm_table::GemmKey> keys;

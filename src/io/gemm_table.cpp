@@ -64,6 +64,8 @@ bool parse_dtype(std::string_view name, GemmDtype& dt) {
     dt = GemmDtype::F32;
   else if (name == "BFloat16")
     dt = GemmDtype::BF16;
+  else if (name == "floatAsBFloat16")
+    dt = GemmDtype::F32AsBF16;
   else
     return false;
   return true;
@@ -73,12 +75,12 @@ bool parse_dtype(std::string_view name, GemmDtype& dt) {
 GemmKey parse_key(std::string_view op, std::string_view par, const Where& w) {
   constexpr std::string_view prefix = "GemmTunableOp_";
   if (op.substr(0, prefix.size()) != prefix)
-    w.fail("op '{}' is not GemmTunableOp_<float|BFloat16>_<N|T><N|T>", op);
+    w.fail("op '{}' is not GemmTunableOp_<float|BFloat16|floatAsBFloat16>_<N|T><N|T>", op);
   const std::string_view rest = op.substr(prefix.size());
   const size_t us = rest.rfind('_');
   GemmKey key;
   if (us == std::string_view::npos || !parse_dtype(rest.substr(0, us), key.dtype))
-    w.fail("op '{}': the dtype must be float or BFloat16", op);
+    w.fail("op '{}': the dtype must be float, BFloat16 or floatAsBFloat16", op);
   const std::string_view tr = rest.substr(us + 1);
   auto letter = [](char c) { return c == 'N' ? 0 : c == 'T' ? 1 : -1; };
   if (tr.size() != 2 || letter(tr[0]) < 0 || letter(tr[1]) < 0)
@@ -155,8 +157,10 @@ RowMajorGemm row_major_of(const GemmKey& k) {
 }
 
 std::string op_name(const GemmKey& k) {
-  return fmt::format("GemmTunableOp_{}_{}{}", k.dtype == GemmDtype::BF16 ? "BFloat16" : "float",
-                     k.trans_a ? 'T' : 'N', k.trans_b ? 'T' : 'N');
+  const char* dtype = k.dtype == GemmDtype::BF16        ? "BFloat16"
+                      : k.dtype == GemmDtype::F32AsBF16 ? "floatAsBFloat16"
+                                                        : "float";
+  return fmt::format("GemmTunableOp_{}_{}{}", dtype, k.trans_a ? 'T' : 'N', k.trans_b ? 'T' : 'N');
 }
 
 std::string params(const GemmKey& k) {

@@ -18,7 +18,9 @@
 // tn_O_T_I_ld_I_I_O`, the very line PyTorch writes for F.linear on the same tensors. The strides
 // are part of the key because they change the algorithm that fits. dtype is that of A and B
 // (`float` or `BFloat16`; C is always f32 here, unlike TunableOp's BFloat16 GEMMs), one dtype for
-// both (mixed-dtype GEMMs are not tabulated).
+// both (mixed-dtype GEMMs are not tabulated), or `floatAsBFloat16`: float operands rounded to
+// bf16 as they enter the product (Gemm::bf16_inputs, train.precision = bf16; not a TunableOp
+// spelling: TunableOp has no such mode).
 //
 // Solutions: `Default` (what gemm() picks without a table), `Gemm_Zaya_Tiled` (our tiled kernel),
 // `Gemm_Cublaslt_` + the 8 uint64 words of the cublasLtMatmulAlgo_t, 16 lowercase hex digits
@@ -38,7 +40,7 @@ namespace zaya::gemm_table {
 
 inline constexpr int kVersion = 1;
 
-enum class GemmDtype : uint8_t { F32, BF16 };
+enum class GemmDtype : uint8_t { F32, BF16, F32AsBF16 };
 
 // One GEMM as the BLAS sees it (column-major; see above).
 struct GemmKey {

@@ -93,10 +93,12 @@ std::vector<GemmUse> training_gemms(const ZayaConfig& c, int64_t tokens, GemmDty
       l.linear_forward(layer_name(i, "attention o"), n, Hq * d, D);
     } else {  // moe.cpp: the router MLP, then the experts
       const int64_t R = c.zaya_mlp_expansion[size_t(i)], K = c.router_classes(i);
+      l.dtype = GemmDtype::F32;  // the router's GEMMs stay fp32 (moe.cpp's precision scope)
       l.linear_forward(layer_name(i, "router down"), n, D, R);
       l.linear_forward(layer_name(i, "router mlp 1"), n, R, R);
       l.linear_forward(layer_name(i, "router mlp 2"), n, R, R);
       l.linear_forward(layer_name(i, "router logits"), n, R, K);
+      l.dtype = dtype;
       experts_forward(i);
     }
   }
@@ -110,10 +112,12 @@ std::vector<GemmUse> training_gemms(const ZayaConfig& c, int64_t tokens, GemmDty
     } else {
       const int64_t R = c.zaya_mlp_expansion[size_t(i)], K = c.router_classes(i);
       experts_backward(i);
+      l.dtype = GemmDtype::F32;
       l.linear_backward(layer_name(i, "router logits"), n, R, K);
       l.linear_backward(layer_name(i, "router mlp 2"), n, R, R);
       l.linear_backward(layer_name(i, "router mlp 1"), n, R, R);
       l.linear_backward(layer_name(i, "router down"), n, D, R);
+      l.dtype = dtype;
     }
   }
   return std::move(l.out);

@@ -25,7 +25,8 @@ struct GemmUse {
   char expert_rows = 0;  // expert GEMMs: the row-major size (gemm.h's 'M' or 'K') that is M_e
 };
 
-// Forward then backward, in the order the model runs them.
+// Forward then backward, in the order the model runs them. `dtype`: F32 (train.precision =
+// fp32) or F32AsBF16 (bf16) for every GEMM but the router's, which stay F32 (model/moe.cpp).
 std::vector<GemmUse> training_gemms(const ZayaConfig& c, int64_t tokens,
                                     gemm_table::GemmDtype dtype);
 

@@ -1,7 +1,7 @@
 // The GEMM tuning table on the GPU (ops/gpu/gemm_table_runtime.h), through the whole model
 // (tests/data/model/tiny_a, forward + backward on the device):
 // - the recording of a pass lists exactly the GEMMs model/gemm_shapes.h derives from the config
-//   (expert GEMMs up to their routed row count);
+//   (expert GEMMs up to their routed row count), in fp32 and in bf16 matmul precision;
 // - a table whose solutions are Default gives the very same loss and gradients as no table, one
 //   of Gemm_Zaya_Tiled the same within rounding (bit-equal where the default is the tiled kernel:
 //   the emulator, HIP);
@@ -24,6 +24,7 @@
 #include "model/gemm_shapes.h"
 #include "model/transformer.h"
 #include "ops/gpu/gemm_table_runtime.h"
+#include "ops/precision.h"
 #include "twin_cases.h"
 
 using namespace zaya;
@@ -90,15 +91,12 @@ GemmKey blank_rows(GemmKey k, char which) {
   return k;
 }
 
-}  // namespace
-
-TEST(GpuGemmTable, RecordingMatchesTheShapesDerivedFromTheConfig) {
-  ZAYA_REQUIRE_GPU();
+// The recording of one pass against training_gemms(dtype).
+void expect_recording_matches_config(gemm_table::GemmDtype dtype) {
   ScratchDir d;
   Fixture f;
   const std::vector<GemmKey> rec = recorded_keys(f, d);
-  const std::vector<GemmUse> uses =
-      training_gemms(f.model.config(), f.tl.rows * f.tl.cols, gemm_table::GemmDtype::F32);
+  const std::vector<GemmUse> uses = training_gemms(f.model.config(), f.tl.rows * f.tl.cols, dtype);
   std::set<GemmKey> exact, expert;  // the derived keys; expert ones with rows blanked
   for (const GemmUse& u : uses)
     (u.expert_rows ? expert : exact)
@@ -122,6 +120,19 @@ TEST(GpuGemmTable, RecordingMatchesTheShapesDerivedFromTheConfig) {
     EXPECT_TRUE(seen_exact.count(k))
         << "derived but not run: " << gemm_table::op_name(k) << "," << gemm_table::params(k);
   EXPECT_EQ(seen_expert, expert) << "an expert GEMM family derived but never run";
+}
+
+}  // namespace
+
+TEST(GpuGemmTable, RecordingMatchesTheShapesDerivedFromTheConfig) {
+  ZAYA_REQUIRE_GPU();
+  expect_recording_matches_config(gemm_table::GemmDtype::F32);
+}
+
+TEST(GpuGemmTable, Bf16PrecisionRecordingMatchesTheShapesDerivedFromTheConfig) {
+  ZAYA_REQUIRE_GPU();
+  const ops::MatmulPrecisionScope bf16(Device::Gpu, ops::MatmulPrecision::BF16);
+  expect_recording_matches_config(gemm_table::GemmDtype::F32AsBF16);
 }
 
 TEST(GpuGemmTable, DefaultAndTiledTablesChangeNothingBeyondRounding) {

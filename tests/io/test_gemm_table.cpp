@@ -37,7 +37,7 @@ Table sample() {
   b.solution.algo[7] = ~0ull;
   b.time_ms = 3.5;
   Entry c;
-  c.key = key_of_row_major(GemmDtype::F32, 1, 1, 1, true, 1, true, 1, 1);
+  c.key = key_of_row_major(GemmDtype::F32AsBF16, 1, 1, 1, true, 1, true, 1, 1);
   t.entries = {a, b, c};
   return t;
 }
@@ -76,7 +76,9 @@ TEST(GemmTable, RoundTripsEverySolution) {
       text.find("GemmTunableOp_float_TN,tn_512_2048_64_ld_64_64_512,Gemm_Zaya_Tiled,0.0125\n"),
       std::string::npos)
       << text;
-  EXPECT_NE(text.find(",Default,0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("GemmTunableOp_floatAsBFloat16_TT,tt_1_1_1_ld_1_1_1,Default,0\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find(",Gemm_Cublaslt_0123456789abcdef_"), std::string::npos) << text;
   EXPECT_NE(text.find("_ffffffffffffffff,3.5\n"), std::string::npos) << text;
   const Table back = parse_table(text, "x");
@@ -114,7 +116,7 @@ TEST(GemmTable, EveryMalformedLineIsALineNumberedError) {
       {"GemmTunableOp_float_TN,tn_4_8_2_ld_2_2_4,Default", "op,params,solution,time_ms (3 fields)"},
       {"GemmTunableOp_float_TN,tn_4_8_2_ld_2_2_4,Default,1,2", "(5 fields)"},
       {"GemmOp_float_TN,tn_4_8_2_ld_2_2_4,Default,1", "op 'GemmOp_float_TN' is not"},
-      {"GemmTunableOp_half_TN,tn_4_8_2_ld_2_2_4,Default,1", "dtype must be float or BFloat16"},
+      {"GemmTunableOp_half_TN,tn_4_8_2_ld_2_2_4,Default,1", "dtype must be float, BFloat16 or"},
       {"GemmTunableOp_float_TX,tn_4_8_2_ld_2_2_4,Default,1", "two of N/T"},
       {"GemmTunableOp_float_TNN,tn_4_8_2_ld_2_2_4,Default,1", "two of N/T"},
       {"GemmTunableOp_float_TN,nt_4_8_2_ld_2_2_4,Default,1", "start with 'nt' but op"},

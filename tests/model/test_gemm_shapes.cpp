@@ -80,7 +80,7 @@ TEST(GemmShapes, TinyConfigByHand) {
 TEST(GemmShapes, LmHeadRowBlocksAndBf16) {
   ZayaConfig c = tiny();
   c.vocab_size = int64_t(1) << 20;  // 2^24 / 2^20 = 16 rows per block: 40 = 16 + 16 + 8
-  const std::vector<GemmUse> u = training_gemms(c, 40, GemmDtype::BF16);
+  const std::vector<GemmUse> u = training_gemms(c, 40, GemmDtype::F32AsBF16);
   std::vector<std::string> lm;
   for (const GemmUse& x : u)
     if (x.what.rfind("LM head", 0) == 0) lm.push_back(x.what + " " + gemm_table::params(x.key));
@@ -88,7 +88,11 @@ TEST(GemmShapes, LmHeadRowBlocksAndBf16) {
   EXPECT_EQ(lm[0], "LM head: logits tn_1048576_16_64_ld_64_64_1048576");
   EXPECT_EQ(lm[2], "LM head: logits tn_1048576_8_64_ld_64_64_1048576");
   EXPECT_EQ(lm[11], "LM head: dW nt_64_1048576_8_ld_64_1048576_64");
-  EXPECT_EQ(gemm_table::op_name(u[0].key), "GemmTunableOp_BFloat16_TN");
+  // train.precision = bf16: every GEMM but the router's rounds its float operands to bf16.
+  EXPECT_EQ(gemm_table::op_name(u[0].key), "GemmTunableOp_floatAsBFloat16_TN");
+  EXPECT_EQ(gemm_table::op_name(find(u, "layer 1 router mlp 2: dW").key), "GemmTunableOp_float_NT");
+  EXPECT_EQ(gemm_table::op_name(find(u, "layer 1 expert fc2: dX").key),
+            "GemmTunableOp_floatAsBFloat16_NN");
   // Few tokens: at least one row per expert.
   EXPECT_EQ(gemm_table::params(
                 find(training_gemms(tiny(), 2, GemmDtype::F32), "layer 1 expert fc1: forward").key),

@@ -39,13 +39,16 @@ State& state() {
   return s;
 }
 
-// g's key; false where g has none (mixed or other dtypes, an empty product).
+// g's key; false where g has none (mixed or other dtypes, an empty product). F32 operands with
+// bf16_inputs are floatAsBFloat16; BF16 ones are BFloat16 with or without it (already bf16).
 bool key_of(const Gemm& g, GemmKey& key) {
   if (g.a.dtype != g.b.dtype || (g.a.dtype != DType::F32 && g.a.dtype != DType::BF16)) return false;
   if (g.M <= 0 || g.N <= 0 || g.K <= 0) return false;
-  key =
-      gemm_table::key_of_row_major(g.a.dtype == DType::BF16 ? GemmDtype::BF16 : GemmDtype::F32, g.M,
-                                   g.N, g.K, g.a.transposed, g.a.ld, g.b.transposed, g.b.ld, g.ldc);
+  const GemmDtype dt = g.a.dtype == DType::BF16 ? GemmDtype::BF16
+                       : g.bf16_inputs          ? GemmDtype::F32AsBF16
+                                                : GemmDtype::F32;
+  key = gemm_table::key_of_row_major(dt, g.M, g.N, g.K, g.a.transposed, g.a.ld, g.b.transposed,
+                                     g.b.ld, g.ldc);
   return true;
 }
 

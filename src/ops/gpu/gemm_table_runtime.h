@@ -55,8 +55,8 @@ struct GemmTuneResult {
 // Times, for each key, the default, our tiled kernel and the cuBLASLt heuristic's candidates, on
 // rotating sets of buffers (so a call does not find the previous call's operands in L2), checks
 // each candidate's result against the default's (relative L2 error ≤ 1e-5 for float, 1e-3 for
-// BFloat16) and keeps the fastest valid one. `done` is called after each key. No table may be
-// loaded (the default must be the default).
+// BFloat16, 1e-2 for floatAsBFloat16) and keeps the fastest valid one. `done` is called after each
+// key. No table may be loaded (the default must be the default).
 std::vector<GemmTuneResult> tune_gemms(const std::vector<gemm_table::GemmKey>& keys,
                                        const GemmTuneOptions& options,
                                        const std::function<void(const GemmTuneResult&)>& done);
