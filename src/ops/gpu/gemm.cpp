@@ -8,6 +8,7 @@
 
 #include "core/assert.h"
 #include "ops/backend.h"
+#include "ops/profile.h"
 
 namespace zaya::gpu {
 
@@ -75,6 +76,7 @@ void gemm(const Gemm& call, GemmEngine engine) {
   if (gemm_bf16_inputs()) g.bf16_inputs = true;
   ZAYA_ASSERT(g.M >= 0 && g.N >= 0 && g.K >= 0, "gemm: M {} N {} K {}", g.M, g.N, g.K);
   if (g.M == 0 || g.N == 0) return;
+  ZAYA_PROFILE_REGION("gemm");  // zaya bench step: the GEMMs inside MoE and LM head ops
   const bool forced = engine == GemmEngine::BlasLt || env_engine() == GemmEngine::BlasLt;
   if (engine == GemmEngine::Auto) engine = gemm_engine_for(g);
   // K = 0 is C = beta · C: the tiled kernel's epilogue alone (the library wants k ≥ 1).
