@@ -1,7 +1,7 @@
 // The GPU's own GEMM rate, the MFU denominator of `zaya bench step --device gpu`: a square n³
 // product C = A·Bᵀ through ops/gpu/gemm.h's gemm() (both operands BF16 or both F32, f32
-// accumulation and output), with the engine gemm() picks for it (cuBLASLt, or our tiled kernel where
-// cuBLASLt is absent or declines: the emulator, the HIP build, ZAYA_GPU_GEMM=tiled).
+// accumulation and output), with the engine gemm() picks for it (cuBLASLt, or our tiled kernel
+// where cuBLASLt is absent or declines: the emulator, the HIP build, ZAYA_GPU_GEMM=tiled).
 //
 // GpuGemmProbe keeps its device matrices (random values, never zeros), so passes can be
 // interleaved with the training steps they are the yardstick for, as SgemmProbe is on the CPU.
@@ -23,7 +23,7 @@ class GpuGemmProbe {
   ~GpuGemmProbe();
   GpuGemmProbe(const GpuGemmProbe&) = delete;
   GpuGemmProbe& operator=(const GpuGemmProbe&) = delete;
-  double pass();               // FLOP/s of the pass's products (2·n³ FLOPs each)
+  double pass();                      // FLOP/s of the pass's products (2·n³ FLOPs each)
   const std::string& engine() const;  // "cuBLASLt" or "tiled"
   int64_t n() const;
   DType dtype() const;

@@ -81,13 +81,13 @@ Args resolve(Args a) {
     fail("--precision '{}': use fp32 or bf16", a.precision);
   if (a.precision == "bf16" && a.device != "gpu")
     fail("--precision bf16 needs --device gpu (the CPU trains in fp32)");
-  if (a.device == "gpu" && !gpu::available())
-    fail("bench step --device gpu: {}", gpu::describe());
+  if (a.device == "gpu" && !gpu::available()) fail("bench step --device gpu: {}", gpu::describe());
   if (a.config.empty()) a.config = d.config;
   if (!std::filesystem::is_regular_file(a.config))
-    fail("--config {}: no such file (run from the repository or the bundle folder, or pass "
-         "--config)",
-         a.config);
+    fail(
+        "--config {}: no such file (run from the repository or the bundle folder, or pass "
+        "--config)",
+        a.config);
   if (a.batch == 0) a.batch = d.batch;
   if (a.seq_len == 0) a.seq_len = d.seq_len;
   return a;
@@ -95,8 +95,8 @@ Args resolve(Args a) {
 
 // The probes of the device's GEMM rate, sampled between the steps.
 struct Probes {
-  std::optional<SgemmProbe> sgemm;            // cpu
-  std::optional<GpuGemmProbe> bf16, f32;      // gpu (f32: --precision fp32 only)
+  std::optional<SgemmProbe> sgemm;        // cpu
+  std::optional<GpuGemmProbe> bf16, f32;  // gpu (f32: --precision fp32 only)
   std::vector<double> sgemm_rates, bf16_rates, f32_rates;
   void pass(int cpu_passes) {
     for (int p = 0; sgemm && p < cpu_passes; ++p) sgemm_rates.push_back(sgemm->pass());
@@ -263,8 +263,9 @@ int run_bench_step(const Args& args) {
     fmt::print("device          {}\n", gpu::describe());
     fmt::print("model TFLOP/s   {:.2f}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
                model_flops / 1e12, flops_per_token);
-    fmt::print("GEMM engine     {} (gemm() on the probe's operands), precision {} (train.precision)\n",
-               probes.bf16->engine(), a.precision);
+    fmt::print(
+        "GEMM engine     {} (gemm() on the probe's operands), precision {} (train.precision)\n",
+        probes.bf16->engine(), a.precision);
     fmt::print(
         "BF16 GEMM       {:.1f} TFLOP/s  ({}³, f32 accumulation, {}, sampled between the steps)\n",
         bf16_rate / 1e12, a.probe_size, probes.bf16->engine());

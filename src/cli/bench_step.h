@@ -32,8 +32,7 @@ struct DeviceDefaults {
 inline constexpr DeviceDefaults kCpuDefaults{"configs/models/step-bench.json", 2, 512, "fp32"};
 // 36 ZAYA1-base sub-layers, 2 × 4096 tokens: about 123 GiB of an H200's 139.8 GiB
 // (configs/models/gpu-step-bench.md).
-inline constexpr DeviceDefaults kGpuDefaults{"configs/models/gpu-step-bench.json", 2, 4096,
-                                             "bf16"};
+inline constexpr DeviceDefaults kGpuDefaults{"configs/models/gpu-step-bench.json", 2, 4096, "bf16"};
 
 // A dataset directory of uniform random tokens, removed when done.
 class SyntheticDataset {

@@ -64,8 +64,8 @@ std::string family_of(const std::string& entry, bool gemm_regions) {
   const size_t slash = entry.find('/');
   const std::string family = op_family(entry.substr(0, slash));
   if (!gemm_regions) return family;
-  const bool gemm_op = family == "GEMMs (linear)" || family == "MoE experts + dispatch" ||
-                       family == "LM head loss";
+  const bool gemm_op =
+      family == "GEMMs (linear)" || family == "MoE experts + dispatch" || family == "LM head loss";
   if (slash != std::string::npos)  // a region: the GEMMs of a GEMM op, else its op's family
     return gemm_op && entry.substr(slash + 1) == "gemm" ? kGemms : family;
   if (family == "GEMMs (linear)") return kGemms;  // linear's own work around its GEMM (bias)
@@ -98,7 +98,8 @@ std::vector<std::pair<std::string, double>> Split::families() const {
   // Collectives run outside ops (the optimizer calls the group between its ops).
   out.emplace_back("communication", comm_);
   out.emplace_back("outside ops", std::max(0.0, wall_ - ops_ - comm_));
-  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::sort(out.begin(), out.end(),
+            [](const auto& x, const auto& y) { return x.second > y.second; });
   return out;
 }
 

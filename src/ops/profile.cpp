@@ -1,5 +1,5 @@
-// The profiler's counters (ops/profile.h): a fixed table of slots, registered under a mutex on first
-// use, counted with relaxed atomics.
+// The profiler's counters (ops/profile.h): a fixed table of slots, registered under a mutex on
+// first use, counted with relaxed atomics.
 #include "ops/profile.h"
 
 #include <chrono>
@@ -55,8 +55,9 @@ void add_region(int op, int region, double seconds) {
     std::lock_guard<std::mutex> lock(g_register);
     auto it = g_pairs.find({op, region});
     if (it == g_pairs.end())
-      it = g_pairs.emplace(std::pair{op, region},
-                           register_locked(g_slots[op].op + "/" + g_slots[region].op))
+      it = g_pairs
+               .emplace(std::pair{op, region},
+                        register_locked(g_slots[op].op + "/" + g_slots[region].op))
                .first;
     s = it->second;
   }

@@ -111,8 +111,8 @@ class Region {
 #define ZAYA_PROFILE_CAT2(a, b) a##b
 #define ZAYA_PROFILE_CAT(a, b) ZAYA_PROFILE_CAT2(a, b)
 // Marks the rest of the enclosing block as the region NAME (a string literal) of the timed op.
-#define ZAYA_PROFILE_REGION(name)                                                        \
-  static const int ZAYA_PROFILE_CAT(zaya_region_slot_, __LINE__) =                       \
-      ::zaya::ops::profile::detail::slot(name);                                          \
-  const ::zaya::ops::profile::Region ZAYA_PROFILE_CAT(zaya_region_, __LINE__)(           \
-      ZAYA_PROFILE_CAT(zaya_region_slot_, __LINE__))
+#define ZAYA_PROFILE_REGION(name)                                  \
+  static const int ZAYA_PROFILE_CAT(zaya_region_slot_, __LINE__) = \
+      ::zaya::ops::profile::detail::slot(name);                    \
+  const ::zaya::ops::profile::Region ZAYA_PROFILE_CAT(             \
+      zaya_region_, __LINE__)(ZAYA_PROFILE_CAT(zaya_region_slot_, __LINE__))
