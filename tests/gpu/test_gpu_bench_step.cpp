@@ -9,7 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli_util.h"
+#include "cli/bench_step_util.h"
+#include "cli_util.h"  // (scripts/gpu_emu/run.sh: this test runs the zaya binary)
 #include "gpu/gpu_test_util.h"
 #include "io/zaya_config.h"
 #include "model/inspect.h"
@@ -18,24 +19,17 @@ namespace zaya {
 namespace {
 
 using test::CliResult;
+using test::run_bench_step_in;
 
 const std::string kTiny = std::string(ZAYA_TEST_DATA) + "/configs/tiny.json";
 const std::string kSmall = "--config " + kTiny +
                            " --device gpu --batch 1 --seq-len 16 --steps 1 --warmup 0 "
                            "--probe-size 64 --profile-steps 1";
 
-CliResult run_in(const test::ScratchDir& dir, const std::string& args) {
-  std::filesystem::create_directories(dir / "tmp");
-  setenv("TMPDIR", (dir / "tmp").c_str(), 1);
-  CliResult r = test::run_zaya_in(dir.path, "bench step " + args);
-  unsetenv("TMPDIR");
-  return r;
-}
-
 TEST(GpuBenchStep, JsonReportFp32) {
   ZAYA_REQUIRE_GPU();
   test::ScratchDir dir;
-  const CliResult r = run_in(dir, kSmall + " --precision fp32 --json");
+  const CliResult r = run_bench_step_in(dir, kSmall + " --precision fp32 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(dir / "tmp")) << "the synthetic dataset was left behind";
   const nlohmann::json j = nlohmann::json::parse(r.out);
@@ -75,7 +69,7 @@ TEST(GpuBenchStep, JsonReportFp32) {
 TEST(GpuBenchStep, TableBf16Default) {
   ZAYA_REQUIRE_GPU();
   test::ScratchDir dir;
-  const CliResult r = run_in(dir, kSmall);
+  const CliResult r = run_bench_step_in(dir, kSmall);
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* line :
        {"precision bf16", "GEMM engine", "BF16 GEMM", "MFU", "GPU memory", "time split",
