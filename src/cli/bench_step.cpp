@@ -261,16 +261,16 @@ int run_bench_step(const Args& args) {
              a.steps, median(step_seconds), tokens / a.steps);
   if (gpu) {
     fmt::print("device          {}\n", gpu::describe());
-    fmt::print("model TFLOP/s   {:.2f}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
+    fmt::print("model TFLOP/s   {:.4g}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
                model_flops / 1e12, flops_per_token);
     fmt::print(
         "GEMM engine     {} (gemm() on the probe's operands), precision {} (train.precision)\n",
         probes.bf16->engine(), a.precision);
     fmt::print(
-        "BF16 GEMM       {:.1f} TFLOP/s  ({}³, f32 accumulation, {}, sampled between the steps)\n",
+        "BF16 GEMM       {:.4g} TFLOP/s  ({}³, f32 accumulation, {}, sampled between the steps)\n",
         bf16_rate / 1e12, a.probe_size, probes.bf16->engine());
     if (probes.f32)
-      fmt::print("F32 GEMM        {:.1f} TFLOP/s  ({}³, {}, sampled between the steps)\n",
+      fmt::print("F32 GEMM        {:.4g} TFLOP/s  ({}³, {}, sampled between the steps)\n",
                  f32_rate / 1e12, a.probe_size, probes.f32->engine());
     fmt::print("MFU             {:.1f}% of the BF16 GEMM rate", 100 * mfu);
     if (probes.f32) fmt::print("; {:.1f}% of the F32 GEMM rate", 100 * mfu_f32);
