@@ -5,6 +5,7 @@
 #   build/gpu-bundle/zaya-gpu/   bin/zaya, tests/gpu/test_* (every tests/*/test_*gpu*.cpp and
 #                                test_*device*.cpp: the op tests and the model parity tests),
 #                                tests/data/{model,configs,tokenizer/toy_tokenizer.json}, bench/bench_gpu, scripts/gpu_check.sh,
+#                                configs/models/gpu-step-bench.json (zaya bench step --device gpu's default),
 #                                MANIFEST (commit, flags, libraries, glibc needed, sizes, sha256)
 #   build/gpu-bundle/zaya-gpu.tar.gz, and zaya-gpu.tar.xz: the one to carry to a GPU host. Every
 #   executable holds the same static OpenBLAS (~25 MB) and GPU code; gzip's 32 KiB window compresses
@@ -57,6 +58,8 @@ cp -r tests/data/model tests/data/configs "$bundle/tests/data/"
 mkdir -p "$bundle/tests/data/tokenizer"  # test_gpu_train's sample tokenizer (40 KB)
 cp tests/data/tokenizer/toy_tokenizer.json "$bundle/tests/data/tokenizer/"
 cp scripts/gpu_check.sh "$bundle/scripts/"
+mkdir -p "$bundle/configs/models"  # the default model of zaya bench step --device gpu
+cp configs/models/gpu-step-bench.json "$bundle/configs/models/"
 # Symbols stay (a crash on the GPU host then names its function); no debug info is built.
 
 # Every binary: only allowed libraries, no RPATH/RUNPATH (the host's loader path decides).

@@ -1,35 +1,46 @@
-// zaya bench step [--config CONFIG.json] [--batch B] [--seq-len T] [--steps N] [--warmup W]
-//                 [--optimizer adamw|muon] [--threads N] [--seed S] [--json]
-// Training speed on this machine: builds a Trainer for a model config on synthetic tokens
-// (uniform random ids, written to a temporary dataset), runs W untimed steps, then N timed ones.
-// A --seq-len beyond the config's max_position_embeddings raises it (a copy of the config).
-// Each timed step is paired with sgemm probe passes (bench/sgemm.h), so MFU compares the step with
-// the machine's own sgemm rate measured at the same moment. Printed: tokens/s, model GFLOP/s (the
-// trainer's count: 3 × the forward's matmul + attention FLOPs per token), MFU, the step's wall time
-// split by op family (ops/profile.h: wall time inside each op, timed at the dispatch seam) and the
-// rest ("outside ops": the trainer's own code), CPU use (process CPU time / wall time × threads:
-// low means idle threads, but spinning threads count as busy) and peak memory (VmHWM).
+// zaya bench step [--device cpu|gpu] [--precision fp32|bf16] [--config CONFIG.json] [--batch B]
+//                 [--seq-len T] [--steps N] [--warmup W] [--optimizer adamw|muon] [--threads N]
+//                 [--probe-size N] [--profile-steps N] [--seed S] [--json]
+// Training speed: builds a Trainer for a model config on synthetic tokens (uniform random ids,
+// written to a temporary dataset), runs W untimed steps, then N timed ones. A --seq-len beyond
+// the config's max_position_embeddings raises it (a copy of the config). Printed: tokens/s,
+// model FLOP/s (the trainer's count: 3 × the forward's matmul + attention FLOPs per token), MFU
+// against the device's own GEMM rate measured in the same run, and the step's wall time split by
+// op family (ops/profile.h: wall time inside each op, timed at the dispatch seam), collectives
+// (the heartbeat's time inside them) and the rest ("outside ops": the trainer's own code).
+//
+// --device cpu (defaults: configs/models/step-bench.json, B 2, T 512, fp32): each timed step is
+// paired with sgemm probe passes (bench/sgemm.h) and profiled as it runs (the seam's timing costs
+// little on the CPU); CPU use (process CPU time / wall time × threads) and VmHWM are printed.
+// --device gpu (train.device = gpu, one process; defaults: configs/models/gpu-step-bench.json,
+// B 2, T 4096, bf16): each timed step ends with gpu::synchronize() and is paired with passes of
+// a square BF16 GEMM of --probe-size (bench/gpu_gemm_rate.h: gemm(), f32 accumulation) and, for
+// --precision fp32, an F32 one too; MFU is model FLOP/s over the BF16 rate (and over the F32
+// rate for fp32). Timed steps are not profiled: --profile-steps more steps follow with every GPU
+// op between two synchronisations (exact attribution, slower steps: their wall time is printed
+// next to the timed median) and GEMMs split out of MoE and LM head ops by gemm()'s profile
+// region. Without a GPU backend or device, --device gpu is a zaya::Error saying why.
 #include <omp.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/gpu_gemm_rate.h"
 #include "bench/sgemm.h"
+#include "cli/bench_step.h"
 #include "cli/commands.h"
 #include "core/assert.h"
-#include "core/rng.h"
+#include "core/device.h"
+#include "core/heartbeat.h"
 #include "core/stats.h"
 #include "core/timer.h"
-#include "data/shards.h"
 #include "io/zaya_config.h"
 #include "model/inspect.h"
 #include "ops/blas_kernels.h"
@@ -40,12 +51,7 @@ namespace zaya::cli {
 
 namespace {
 
-struct BenchStepArgs {
-  std::string config = "configs/models/step-bench.json", optimizer = "adamw";
-  int64_t batch = 2, seq_len = 512, steps = 4, warmup = 1, threads = 0;
-  uint64_t seed = 1;
-  bool json = false;
-};
+using bench_step::Args;
 
 double cpu_seconds() {
   rusage u{};
@@ -63,97 +69,52 @@ double peak_rss_bytes() {
   return 0;
 }
 
-// The op families of the split (by op name); an op not listed is "other ops".
-const char* family_of(const std::string& op) {
-  static const std::vector<std::pair<const char*, const char*>> prefixes = {
-      {"linear_", "GEMMs (linear)"},
-      {"attention_", "attention"},
-      {"cca_conv", "CCA conv/qk/rope"},
-      {"qk_mean", "CCA conv/qk/rope"},
-      {"value_shift", "CCA conv/qk/rope"},
-      {"l2norm_scale", "CCA conv/qk/rope"},
-      {"rope_", "CCA conv/qk/rope"},
-      {"moe_", "MoE experts + dispatch"},
-      {"router_", "router + EDA"},
-      {"eda_", "router + EDA"},
-      {"gelu_", "router + EDA"},
-      {"silu_mul", "router + EDA"},
-      {"count_classes", "router + EDA"},
-      {"rmsnorm_", "norms + residual"},
-      {"merge_rmsnorm", "norms + residual"},
-      {"residual_merge", "norms + residual"},
-      {"embedding_", "norms + residual"},
-      {"xent_", "LM head loss"},
-      {"lm_head_", "LM head loss"},
-      {"count_scored", "LM head loss"},
-      {"shift_targets", "LM head loss"},
-      {"newton_schulz", "optimizer"},
-      {"adamw_", "optimizer"},
-      {"muon_", "optimizer"},
-      {"balance_", "optimizer"},
-      {"sum_squares", "optimizer"},
-      {"sum", "LM head loss"},
-      {"scale", "optimizer"},
-      {"fill", "memory (fill/copy)"},
-      {"copy", "memory (fill/copy)"},
-      {"convert", "memory (fill/copy)"},
-      {"gather_rows", "memory (fill/copy)"},
-      {"scatter_rows", "memory (fill/copy)"},
-      {"concat_cols", "memory (fill/copy)"},
-      {"zero_where_class", "memory (fill/copy)"},
-  };
-  for (const auto& [prefix, family] : prefixes)
-    if (op.rfind(prefix, 0) == 0) return family;
-  return "other ops";
-}
-
-// A dataset directory of uniform random tokens, removed when done.
-class SyntheticDataset {
- public:
-  SyntheticDataset(int64_t vocab, int64_t train_tokens, uint64_t seed) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "zaya-bench-step-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) fail("bench step: cannot create a temporary directory in {}", tmpl);
-    dir_ = tmpl;
-    DatasetManifest m;
-    m.vocab_size = vocab;
-    m.eos_id = 0;
-    m.files = 1;
-    const std::pair<std::string, int64_t> splits[] = {{"train", train_tokens}, {"val", 4096}};
-    for (size_t k = 0; k < 2; ++k) {
-      const auto& [split, n] = splits[k];
-      const CounterRng rng{seed, 17 + k};
-      std::vector<uint32_t> tokens(static_cast<size_t>(n));
-      for (size_t i = 0; i < tokens.size(); ++i)
-        tokens[i] = uint32_t(rng.uniform(i) * double(vocab)) % uint32_t(vocab);
-      const std::string file = split + "_000000.bin";
-      write_shard(dir_ + "/" + file, tokens, uint32_t(vocab));
-      SplitInfo s;
-      s.documents = 1;
-      s.tokens = n;
-      s.shards.push_back({file, n, token_checksum(tokens.data(), tokens.size())});
-      m.splits[split] = s;
-    }
-    write_manifest(dir_, m);
-  }
-  ~SyntheticDataset() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string dir_;
-};
-
-int run_bench_step(const BenchStepArgs& a) {
+// The flags checked and the device's defaults filled in.
+Args resolve(Args a) {
+  if (a.device != "cpu" && a.device != "gpu") fail("--device '{}': use cpu or gpu", a.device);
   if (a.optimizer != "adamw" && a.optimizer != "muon")
     fail("--optimizer '{}': use adamw or muon", a.optimizer);
+  const bench_step::DeviceDefaults& d =
+      a.device == "gpu" ? bench_step::kGpuDefaults : bench_step::kCpuDefaults;
+  if (a.precision.empty()) a.precision = d.precision;
+  if (a.precision != "fp32" && a.precision != "bf16")
+    fail("--precision '{}': use fp32 or bf16", a.precision);
+  if (a.precision == "bf16" && a.device != "gpu")
+    fail("--precision bf16 needs --device gpu (the CPU trains in fp32)");
+  if (a.device == "gpu" && !gpu::available()) fail("bench step --device gpu: {}", gpu::describe());
+  if (a.config.empty()) a.config = d.config;
+  if (!std::filesystem::is_regular_file(a.config))
+    fail(
+        "--config {}: no such file (run from the repository or the bundle folder, or pass "
+        "--config)",
+        a.config);
+  if (a.batch == 0) a.batch = d.batch;
+  if (a.seq_len == 0) a.seq_len = d.seq_len;
+  return a;
+}
+
+// The probes of the device's GEMM rate, sampled between the steps.
+struct Probes {
+  std::optional<SgemmProbe> sgemm;        // cpu
+  std::optional<GpuGemmProbe> bf16, f32;  // gpu (f32: --precision fp32 only)
+  std::vector<double> sgemm_rates, bf16_rates, f32_rates;
+  void pass(int cpu_passes) {
+    for (int p = 0; sgemm && p < cpu_passes; ++p) sgemm_rates.push_back(sgemm->pass());
+    if (bf16) bf16_rates.push_back(bf16->pass());
+    if (f32) f32_rates.push_back(f32->pass());
+  }
+};
+
+int run_bench_step(const Args& args) {
+  const Args a = resolve(args);
+  const bool gpu = a.device == "gpu";
   if (a.threads > 0) omp_set_num_threads(int(a.threads));
   const int threads = omp_get_max_threads();
   ZayaConfig model = load_config(a.config);
-  const int64_t steps = a.warmup + a.steps;
-  const SyntheticDataset data(model.vocab_size, steps * a.batch * (a.seq_len + 1) + a.seq_len + 1,
-                              a.seed);
+  const int64_t profiled = gpu ? a.profile_steps : 0;
+  const int64_t steps = a.warmup + a.steps + profiled;
+  const bench_step::SyntheticDataset data(
+      model.vocab_size, steps * a.batch * (a.seq_len + 1) + a.seq_len + 1, a.seed);
   // A longer context than the config's: the same model with max_position_embeddings = T (it sizes
   // nothing but the RoPE range), written beside the tokens.
   std::string config_path = a.config;
@@ -181,112 +142,181 @@ int run_bench_step(const BenchStepArgs& a) {
   cfg.eval_batches = 0;
   cfg.optim.use_muon = a.optimizer == "muon";
   cfg.resume = "none";
+  cfg.device = a.device;
+  cfg.precision = a.precision;
   validate_train_config(cfg);
   TrainOptions opt;
   opt.quiet = true;
   Trainer trainer(cfg, opt);
 
   if (!a.json)
-    fmt::print("bench step: {} (B={} × T={}), {}, {} threads, {} warm-up + {} timed steps\n",
-               a.config, a.batch, a.seq_len, a.optimizer, threads, a.warmup, a.steps);
+    fmt::print(
+        "bench step: {} (B={} × T={}), {}, device {}, precision {}, {} threads, {} warm-up + {} "
+        "timed{} steps\n",
+        a.config, a.batch, a.seq_len, a.optimizer, a.device, a.precision, threads, a.warmup,
+        a.steps, gpu ? fmt::format(" + {} profiled", profiled) : "");
   for (int64_t i = 0; i < a.warmup; ++i) trainer.train_step();
+  if (gpu) gpu::synchronize();
 
-  SgemmProbe sgemm;
-  sgemm.pass();  // warm-up
-  std::vector<double> rates, sgemm_rates, step_seconds;
-  std::map<std::string, double> family_seconds;
-  std::map<std::string, std::pair<int64_t, double>> op_seconds;
-  double total_wall = 0, total_cpu = 0, total_ops = 0;
+  Probes probes;
+  if (gpu) {
+    probes.bf16.emplace(a.probe_size, DType::BF16);
+    if (a.precision == "fp32") probes.f32.emplace(a.probe_size, DType::F32);
+  } else {
+    probes.sgemm.emplace();
+    probes.sgemm->pass();  // warm-up
+  }
+  std::vector<double> rates, step_seconds, profiled_seconds;
+  bench_step::Split split;
+  double total_wall = 0, total_cpu = 0;
   int64_t tokens = 0;
   for (int64_t i = 0; i < a.steps; ++i) {
-    for (int p = 0; p < 3; ++p) sgemm_rates.push_back(sgemm.pass());
+    probes.pass(3);
     ops::profile::reset();
-    ops::profile::enable(true);
+    ops::profile::enable(!gpu);  // the CPU's steps are profiled as they run; the GPU's after
     const double cpu0 = cpu_seconds();
     Timer t;
     const StepResult r = trainer.train_step();
+    if (gpu) gpu::synchronize();
     const double wall = t.seconds(), cpu = cpu_seconds() - cpu0;
     ops::profile::enable(false);
-    for (const auto& o : ops::profile::snapshot()) {
-      family_seconds[family_of(o.op)] += o.seconds;
-      op_seconds[o.op].first += o.calls;
-      op_seconds[o.op].second += o.seconds;
-      total_ops += o.seconds;
-    }
+    if (!gpu) split.add(ops::profile::snapshot(), wall, heartbeat::collective_seconds_this_step());
     rates.push_back(double(r.tokens) / wall);
     step_seconds.push_back(wall);
     total_wall += wall;
     total_cpu += cpu;
     tokens += r.tokens;
   }
-  for (int p = 0; p < 3; ++p) sgemm_rates.push_back(sgemm.pass());
+  probes.pass(3);
+  for (int64_t i = 0; i < profiled; ++i) {
+    ops::profile::reset();
+    ops::profile::enable(true);
+    Timer t;
+    trainer.train_step();
+    gpu::synchronize();
+    const double wall = t.seconds();
+    ops::profile::enable(false);
+    split.add(ops::profile::snapshot(), wall, heartbeat::collective_seconds_this_step());
+    profiled_seconds.push_back(wall);
+  }
 
   const ModelFacts facts = model_facts(model, a.seq_len);
   const double flops_per_token =
       3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
-  const double tps = median(rates), sgemm_rate = median(sgemm_rates);
-  const double model_flops = tps * flops_per_token, mfu = model_flops / sgemm_rate;
+  const double tps = median(rates), model_flops = tps * flops_per_token;
   const double cpu_use = total_cpu / (total_wall * threads), peak = peak_rss_bytes();
-  std::vector<std::pair<std::string, double>> families(family_seconds.begin(),
-                                                       family_seconds.end());
-  families.emplace_back("outside ops", std::max(0.0, total_wall - total_ops));
-  std::sort(families.begin(), families.end(),
-            [](const auto& x, const auto& y) { return x.second > y.second; });
+  const auto families = split.families();
+  const double split_wall = split.wall(), split_steps = double(std::max<int64_t>(1, split.steps()));
 
+  nlohmann::json j = {{"config", a.config},
+                      {"device", a.device},
+                      {"precision", a.precision},
+                      {"batch", a.batch},
+                      {"seq_len", a.seq_len},
+                      {"optimizer", a.optimizer},
+                      {"threads", threads},
+                      {"steps", a.steps},
+                      {"tokens_per_s", tps},
+                      {"step_seconds_median", median(step_seconds)},
+                      {"model_flops_per_token", flops_per_token},
+                      {"model_gflops", model_flops / 1e9},
+                      {"cpu_use", cpu_use},
+                      {"peak_rss_bytes", peak}};
+  double mfu = 0, mfu_f32 = 0, bf16_rate = 0, f32_rate = 0;
+  if (gpu) {
+    bf16_rate = median(probes.bf16_rates);
+    mfu = model_flops / bf16_rate;
+    j["gpu"] = gpu::describe();
+    j["gpu_memory"] = gpu::memory_report();
+    j["gemm_engine"] = probes.bf16->engine();
+    j["probe_size"] = a.probe_size;
+    j["gemm_bf16_tflops"] = bf16_rate / 1e12;
+    j["mfu"] = mfu;
+    if (probes.f32) {
+      f32_rate = median(probes.f32_rates);
+      mfu_f32 = model_flops / f32_rate;
+      j["gemm_f32_engine"] = probes.f32->engine();
+      j["gemm_f32_tflops"] = f32_rate / 1e12;
+      j["mfu_f32"] = mfu_f32;
+    }
+    j["profile_steps"] = profiled;
+    if (profiled > 0) j["profiled_step_seconds_median"] = median(profiled_seconds);
+  } else {
+    const double sgemm_rate = median(probes.sgemm_rates);
+    mfu = model_flops / sgemm_rate;
+    j["blas_kernels"] = ops::blas_core_name();
+    j["sgemm_gflops"] = sgemm_rate / 1e9;
+    j["mfu"] = mfu;
+  }
   if (a.json) {
-    nlohmann::json j = {{"config", a.config},
-                        {"batch", a.batch},
-                        {"seq_len", a.seq_len},
-                        {"optimizer", a.optimizer},
-                        {"threads", threads},
-                        {"blas_kernels", ops::blas_core_name()},
-                        {"steps", a.steps},
-                        {"tokens_per_s", tps},
-                        {"step_seconds_median", median(step_seconds)},
-                        {"model_flops_per_token", flops_per_token},
-                        {"model_gflops", model_flops / 1e9},
-                        {"sgemm_gflops", sgemm_rate / 1e9},
-                        {"mfu", mfu},
-                        {"cpu_use", cpu_use},
-                        {"peak_rss_bytes", peak}};
-    for (const auto& [name, s] : families) j["split"][name] = s / total_wall;
-    for (const auto& [name, cs] : op_seconds)
-      j["ops"][name] = {{"calls", cs.first / a.steps}, {"seconds", cs.second / a.steps}};
+    j["split"] = nlohmann::json::object();
+    for (const auto& [name, s] : families) j["split"][name] = split_wall > 0 ? s / split_wall : 0;
+    for (const auto& [name, cs] : split.entries())
+      j["ops"][name] = {{"calls", cs.first / int64_t(split_steps)},
+                        {"seconds", cs.second / split_steps}};
     fmt::print("{}\n", j.dump());
     return 0;
   }
   fmt::print("tokens/s        {:.0f}  (median of {} steps; {:.3f} s per step of {} tokens)\n", tps,
              a.steps, median(step_seconds), tokens / a.steps);
-  fmt::print("model GFLOP/s   {:.1f}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
-             model_flops / 1e9, flops_per_token);
-  fmt::print(
-      "sgemm GFLOP/s   {:.1f}  (OpenBLAS 768³, {} kernels, {} threads, sampled between the "
-      "steps)\n",
-      sgemm_rate / 1e9, ops::blas_core_name(), threads);
-  fmt::print("MFU             {:.1f}% of sgemm\n", 100 * mfu);
-  fmt::print("CPU use         {:.0f}% of {} threads × wall time\n", 100 * cpu_use, threads);
-  fmt::print("peak memory     {:.1f} MiB (VmHWM)\n", peak / double(1 << 20));
-  fmt::print("time split (share of the step's wall time):\n");
+  if (gpu) {
+    fmt::print("device          {}\n", gpu::describe());
+    fmt::print("model TFLOP/s   {:.4g}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
+               model_flops / 1e12, flops_per_token);
+    fmt::print(
+        "GEMM engine     {} (gemm() on the probe's operands), precision {} (train.precision)\n",
+        probes.bf16->engine(), a.precision);
+    fmt::print(
+        "BF16 GEMM       {:.4g} TFLOP/s  ({}³, f32 accumulation, {}, sampled between the steps)\n",
+        bf16_rate / 1e12, a.probe_size, probes.bf16->engine());
+    if (probes.f32)
+      fmt::print("F32 GEMM        {:.4g} TFLOP/s  ({}³, {}, sampled between the steps)\n",
+                 f32_rate / 1e12, a.probe_size, probes.f32->engine());
+    fmt::print("MFU             {:.1f}% of the BF16 GEMM rate", 100 * mfu);
+    if (probes.f32) fmt::print("; {:.1f}% of the F32 GEMM rate", 100 * mfu_f32);
+    fmt::print("\n{}\n", gpu::memory_report());
+    fmt::print("host memory     {:.1f} MiB (VmHWM)\n", peak / double(1 << 20));
+    if (profiled == 0) return 0;
+    fmt::print(
+        "time split ({} profiled step(s), every GPU op between two synchronisations: {:.3f} s per "
+        "step against the timed {:.3f} s; shares of the profiled step):\n",
+        profiled, median(profiled_seconds), median(step_seconds));
+  } else {
+    fmt::print("model GFLOP/s   {:.1f}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
+               model_flops / 1e9, flops_per_token);
+    fmt::print(
+        "sgemm GFLOP/s   {:.1f}  (OpenBLAS 768³, {} kernels, {} threads, sampled between the "
+        "steps)\n",
+        j["sgemm_gflops"].get<double>(), ops::blas_core_name(), threads);
+    fmt::print("MFU             {:.1f}% of sgemm\n", 100 * mfu);
+    fmt::print("CPU use         {:.0f}% of {} threads × wall time\n", 100 * cpu_use, threads);
+    fmt::print("peak memory     {:.1f} MiB (VmHWM)\n", peak / double(1 << 20));
+    fmt::print("time split (share of the step's wall time):\n");
+  }
   for (const auto& [name, s] : families)
-    fmt::print("  {:<24} {:5.1f}%  {:8.1f} ms/step\n", name, 100 * s / total_wall,
-               1e3 * s / double(a.steps));
+    fmt::print("  {:<40} {:5.1f}%  {:8.1f} ms/step\n", name, 100 * s / split_wall,
+               1e3 * s / split_steps);
   return 0;
 }
 
 }  // namespace
 
 Action add_bench_step_command(CLI::App& bench) {
-  auto a = std::make_shared<BenchStepArgs>();
+  auto a = std::make_shared<Args>();
   CLI::App* sub = bench.add_subcommand(
-      "step", "Training tokens/s and MFU against the sgemm rate measured in the same run");
-  sub->add_option("--config", a->config, "config.json of the model to train (random init)")
-      ->capture_default_str()
+      "step", "Training tokens/s and MFU against the device's GEMM rate measured in the same run");
+  sub->add_option("--device", a->device, "cpu, or gpu (train.device = gpu: one process)")
+      ->capture_default_str();
+  sub->add_option("--precision", a->precision,
+                  "fp32 or bf16 (train.precision: the GEMM inputs; bf16 needs --device gpu); "
+                  "default fp32 on cpu, bf16 on gpu");
+  sub->add_option("--config", a->config,
+                  "config.json of the model to train (random init); default "
+                  "configs/models/step-bench.json on cpu, gpu-step-bench.json on gpu")
       ->check(CLI::ExistingFile);
-  sub->add_option("--batch", a->batch, "rows per step")
-      ->capture_default_str()
+  sub->add_option("--batch", a->batch, "rows per step; default 2")
       ->check(CLI::Range(int64_t(1), int64_t(4096)));
-  sub->add_option("--seq-len", a->seq_len, "tokens per row")
-      ->capture_default_str()
+  sub->add_option("--seq-len", a->seq_len, "tokens per row; default 512 on cpu, 4096 on gpu")
       ->check(CLI::Range(int64_t(2), int64_t(1) << 20));
   sub->add_option("--steps", a->steps, "timed steps")
       ->capture_default_str()
@@ -299,6 +329,14 @@ Action add_bench_step_command(CLI::App& bench) {
   sub->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1024)));
+  sub->add_option("--probe-size", a->probe_size,
+                  "gpu: n of the n³ GEMM whose rate is the MFU denominator")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(16), int64_t(32768)));
+  sub->add_option("--profile-steps", a->profile_steps,
+                  "gpu: profiled steps after the timed ones, for the time split (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1000)));
   sub->add_option("--seed", a->seed, "seed of the model and the tokens")->capture_default_str();
   sub->add_flag("--json", a->json, "print one JSON object instead of the table");
   return [a] { return run_bench_step(*a); };

@@ -32,7 +32,8 @@ Device call_device(const char* op, const Ts&... ts) {
 
 #define ZAYA_UNPAREN(...) __VA_ARGS__
 // Checks the devices of TENSORS (a parenthesised list), then calls the backend's NAME(ARGS...).
-// CPU calls are timed while ops/profile.h's profiling is on (one slot per op name).
+// Calls are timed while ops/profile.h's profiling is on (one slot per op name; a GPU call between
+// two device synchronisations).
 #define ZAYA_OP_DISPATCH(name, tensors, ...)                                      \
   switch (::zaya::ops::detail::call_device(#name, ZAYA_UNPAREN tensors)) {        \
     case Device::Cpu: {                                                           \
@@ -40,7 +41,10 @@ Device call_device(const char* op, const Ts&... ts) {
       ::zaya::ops::profile::Scope profile_scope_(profile_slot_);                  \
       return cpu::name(__VA_ARGS__);                                              \
     }                                                                             \
-    case Device::Gpu:                                                             \
+    case Device::Gpu: {                                                           \
+      static const int profile_slot_ = ::zaya::ops::profile::detail::slot(#name); \
+      ::zaya::ops::profile::Scope profile_scope_(profile_slot_, true);            \
       return gpu::name(__VA_ARGS__);                                              \
+    }                                                                             \
   }                                                                               \
   ::zaya::assert_fail(__FILE__, __LINE__, #name, "unknown device")

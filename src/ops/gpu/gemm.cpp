@@ -10,6 +10,7 @@
 #include "core/assert.h"
 #include "ops/backend.h"
 #include "ops/gpu/gemm_table_runtime.h"
+#include "ops/profile.h"
 
 namespace zaya::gpu {
 
@@ -77,6 +78,7 @@ void gemm(const Gemm& call, GemmEngine engine) {
   if (gemm_bf16_inputs()) g.bf16_inputs = true;
   ZAYA_ASSERT(g.M >= 0 && g.N >= 0 && g.K >= 0, "gemm: M {} N {} K {}", g.M, g.N, g.K);
   if (g.M == 0 || g.N == 0) return;
+  ZAYA_PROFILE_REGION("gemm");  // zaya bench step: the GEMMs inside MoE and LM head ops
   if (engine == GemmEngine::Auto && env_engine() == GemmEngine::Auto && gemm_table_run(g)) return;
   const bool forced = engine == GemmEngine::BlasLt || env_engine() == GemmEngine::BlasLt;
   if (engine == GemmEngine::Auto) engine = gemm_engine_for(g);
