@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "bench/gpu_gemm_rate.h"
 #include "bench/sgemm.h"
 #include "core/arena.h"
 #include "core/device.h"
@@ -163,6 +164,27 @@ Device train_device(const TrainConfig& cfg, const dist::Group& group) {
   return Device::Gpu;
 }
 
+// The MFU denominator, measured once at setup: the CPU's sgemm rate, or the GPU's GEMM rate for
+// the run's precision (BF16 or F32 operands, f32 accumulation: bench/gpu_gemm_rate.h). The GPU
+// probe grows from 128³ until one product takes ≥ 1 ms or n reaches 4096, so it stays short where
+// the device is slow (the emulator). `source` names what was measured, for the log.
+double measure_matmul_rate(Device device, ops::MatmulPrecision precision, std::string& source) {
+  if (device == Device::Cpu) {
+    source = fmt::format("sgemm ({} kernels)", ops::blas_core_name());
+    return measure_sgemm_rate();
+  }
+  const DType dtype = precision == ops::MatmulPrecision::BF16 ? DType::BF16 : DType::F32;
+  double rate = 0;
+  for (int64_t n = 128; n <= 4096; n *= 2) {
+    GpuGemmProbe probe(n, dtype);
+    rate = probe.pass();
+    source = fmt::format("GPU {} GEMM ({}³, {})", dtype == DType::BF16 ? "bf16" : "f32", n,
+                         probe.engine());
+    if (2.0 * double(n) * double(n) * double(n) / rate >= 1e-3) break;
+  }
+  return rate;
+}
+
 // The model on `device`: a resumed checkpoint's weights are loaded later (load_checkpoint).
 std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& resume_dir,
                                   Device device) {
@@ -237,7 +259,7 @@ struct Trainer::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<AsyncCheckpointWriter> async_writer;
   MetricsLog metrics;
-  double flops_per_token = 0, sgemm_rate = 0;
+  double flops_per_token = 0, matmul_rate = 0;  // the MFU denominator (measure_matmul_rate)
 
   std::optional<Activations> acts;
   std::vector<int32_t> inputs, targets;  // [B, T] each
@@ -321,12 +343,11 @@ void Trainer::Impl::setup() {
 
   const ModelFacts facts = model_facts(config(), cfg.seq_len);
   flops_per_token = 3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
-  sgemm_rate = measure_sgemm_rate();
-  log_info(
-      "train: {} parameters ({} active without embedding), {} tokens/step, sgemm {:.1f} GFLOP/s "
-      "({} kernels)",
-      facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
-      sgemm_rate / 1e9, ops::blas_core_name());
+  std::string rate_source;
+  matmul_rate = measure_matmul_rate(device, precision, rate_source);
+  log_info("train: {} parameters ({} active without embedding), {} tokens/step, {} {:.1f} GFLOP/s",
+           facts.params_total, facts.params_active_no_embedding, global_rows * cfg.seq_len,
+           rate_source, matmul_rate / 1e9);
   log_setup();
   if (device != Device::Cpu)
     log_info("train: device {} ({}), precision {}", device_name(device), gpu::describe(),
@@ -690,7 +711,7 @@ void Trainer::Impl::after_step(const StepResult& r) {
                         {"lr", r.lr},
                         {"tokens", r.step * r.tokens},
                         {"tokens_per_s", tps},
-                        {"mfu", tps * flops_per_token / (sgemm_rate * world)},
+                        {"mfu", tps * flops_per_token / (matmul_rate * world)},
                         {"skipped", state.skipped},
                         {"expert_load_entropy", r.expert_load_entropy},
                         {"time", wall.seconds()}};
@@ -709,7 +730,7 @@ void Trainer::Impl::after_step(const StepResult& r) {
         "step {:>6}/{}  loss {:.4f}  grad_norm {:.3f}  lr {:.2e}  {:.0f} tok/s  mfu {:.1f}%  "
         "expert_entropy {:.3f}  eta {:.0f}s",
         r.step, cfg.steps, r.loss, r.grad_norm, r.lr, rate,
-        100 * rate * flops_per_token / (sgemm_rate * world), r.expert_load_entropy, eta);
+        100 * rate * flops_per_token / (matmul_rate * world), r.expert_load_entropy, eta);
     since_log.reset();
     tokens_since_log = 0;
   }
