@@ -670,14 +670,16 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
 
 // ---------------------------------------------------------------- optimizer math
 
-void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric) {
+void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric, bool bf16) {
   check_float(out, g);
-  ZAYA_ASSERT(g.ndim == 2, "newton_schulz: g must be 2-D, got {}", g.shape_str());
-  ZAYA_ASSERT(out.ndim == 2 && out.shape[0] == g.shape[0] && out.shape[1] == g.shape[1],
-              "newton_schulz: out {} for g {}", out.shape_str(), g.shape_str());
+  ZAYA_ASSERT(g.ndim == 2 || g.ndim == 3, "newton_schulz: g must be 2-D or 3-D, got {}",
+              g.shape_str());
+  bool same = out.ndim == g.ndim;
+  for (int i = 0; same && i < g.ndim; ++i) same = out.shape[size_t(i)] == g.shape[size_t(i)];
+  ZAYA_ASSERT(same, "newton_schulz: out {} for g {}", out.shape_str(), g.shape_str());
   ZAYA_ASSERT(steps >= 0, "newton_schulz: steps {}", steps);
   if (g.numel() == 0) return;
-  ZAYA_OP_DISPATCH(newton_schulz, (out, g), out, g, steps, symmetric);
+  ZAYA_OP_DISPATCH(newton_schulz, (out, g), out, g, steps, symmetric, bf16);
 }
 
 }  // namespace zaya::ops

@@ -218,9 +218,15 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
 // g[rows,cols] → out[rows,cols] (may alias g). Works on the short side (the Gram matrix of the
 // smaller dimension), X = G/(‖G‖_F + 1e-7), then `steps` times: A = X·Xᵀ, B = b·A + c·A·A,
 // X = a·X + B·X with (a,b,c) = (3.4445, −4.7750, 2.0315). symmetric: A and A·A as symmetric
-// products (upper triangle only, half the work; CPU: ops/cpu/syrk.h); otherwise plain GEMMs.
-// Same result up to rounding; deterministic.
-void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric);
+// products (upper triangle only, half the work; CPU: ops/cpu/syrk.h, GPU: ops/gpu/syrk.h);
+// otherwise plain GEMMs. Same result up to rounding; deterministic.
+// g[E,rows,cols] (out the same shape): E matrices, each orthogonalised on its own (its own norm),
+// the same as E calls on the [rows,cols] slices (bit for bit on the CPU; the GPU runs them in one
+// call, back to back). bf16: the GPU rounds the products' operands (X, A, B) to BF16 and
+// accumulates in F32 (outputs F32; within BF16 tolerance of the F32 result); the CPU has no BF16
+// GEMM and computes in F32 whatever bf16 says.
+void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric,
+                   bool bf16 = false);
 
 // ---------------------------------------------------------------- memory: fill, copy, rows
 // The ops that let model/, train/ and infer/ leave tensor memory alone (architecture.md §6). A

@@ -17,6 +17,25 @@ namespace {
 
 constexpr int64_t kTwo24 = int64_t(1) << 24;
 
+// The end of the batch of Muon pieces that starts at pieces[i] (a Muon piece): a layer's experts
+// of one shape, adjacent in the parameters, the shard and the state (one rank's run of them), so
+// one batched Newton–Schulz [E,rows,cols] takes them; any other matrix is a batch of one.
+template <class Piece>
+size_t muon_batch_end(const std::vector<Piece>& pieces, size_t i, const ParamLayout& layout) {
+  const ParamSpec& s = layout.specs[pieces[i].spec];
+  size_t j = i + 1;
+  if (s.kind != ParamKind::Expert) return j;
+  for (; j < pieces.size(); ++j) {
+    const Piece &a = pieces[j - 1], &b = pieces[j];
+    const ParamSpec& t = layout.specs[b.spec];
+    if (b.rule != a.rule || t.kind != ParamKind::Expert || t.layer != s.layer ||
+        t.shape != s.shape || t.offset != layout.specs[a.spec].offset + size_t(a.n) ||
+        b.shard != a.shard + a.n || b.s0 != a.s0 + size_t(a.n))
+      break;
+  }
+  return j;
+}
+
 }  // namespace
 
 Optimizer::Optimizer(const Model& m, const OptimConfig& cfg)
@@ -43,7 +62,6 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
       ZAYA_ASSERT(s.shape.size() == 2 && z.begin == 0 && z.length == s.numel(),
                   "optimizer: Muon needs all of the 2-D {}", s.name);
       p.rule = Rule::Muon;
-      largest = std::max(largest, size_t(z.length));
     } else {
       p.s1 = used;
       used += size_t(z.length);
@@ -52,6 +70,14 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
     p.decay = s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert ||
               s.kind == ParamKind::Embedding;
     pieces_.push_back(p);
+  }
+  for (size_t i = 0; i < pieces_.size(); ++i) {  // scratch for the largest batch of Muon pieces
+    if (pieces_[i].rule != Rule::Muon) continue;
+    const size_t end = muon_batch_end(pieces_, i, layout_);
+    size_t n = 0;
+    for (size_t j = i; j < end; ++j) n += size_t(pieces_[j].n);
+    largest = std::max(largest, n);
+    i = end - 1;
   }
   for (size_t i = 0; i < layout_.specs.size(); ++i) {
     const ParamSpec& s = layout_.specs[i];
@@ -126,21 +152,27 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
                 cfg_.muon_rms_scale,
                 cfg_.muon_nesterov,
                 cfg_.muon_symmetric,
+                cfg_.muon_bf16,
                 int(cfg_.muon_ns_steps)};
   float* send = bucket() + group_.rank() * plan_.chunk;  // this rank's chunk of the bucket
-  for (const Piece& p : pieces_) {
+  for (size_t i = 0; i < pieces_.size(); ++i) {
+    const Piece& p = pieces_[i];
     if (p.rule == Rule::Balance) continue;
     const ParamSpec& s = layout_.specs[p.spec];
-    const Tensor w = flat(m.params() + s.offset + p.begin, p.n);
-    const Tensor g = flat(shard() + p.shard, p.n);
+    // Muon: a batch of `count` matrices (a layer's experts, or one); AdamW: the piece
+    const size_t end = p.rule == Rule::Muon ? muon_batch_end(pieces_, i, layout_) : i + 1;
+    const int64_t count = int64_t(end - i), n = count * p.n;
+    const Tensor w = flat(m.params() + s.offset + p.begin, n);
+    const Tensor g = flat(shard() + p.shard, n);
     if (p.rule == Rule::Muon) {
-      muon_update(w, g, flat(state() + p.s0, p.n), flat(static_cast<float*>(scratch_.data()), p.n),
-                  s.shape[0], s.shape[1], mp);
+      muon_update(w, g, flat(state() + p.s0, n), flat(static_cast<float*>(scratch_.data()), n),
+                  count, s.shape[0], s.shape[1], mp);
     } else {
       ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-      ops::adamw_update(w, g, flat(state() + p.s0, p.n), flat(state() + p.s1, p.n), ap);
+      ops::adamw_update(w, g, flat(state() + p.s0, n), flat(state() + p.s1, n), ap);
     }
-    ops::copy(flat(send + p.shard, p.n), w);
+    ops::copy(flat(send + p.shard, n), w);
+    i = end - 1;
   }
   group_.all_gather(flat(send, plan_.chunk), bucket_all());
   // The other ranks' parameters (this rank's were updated in place above).

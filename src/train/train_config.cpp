@@ -86,6 +86,8 @@ const std::vector<TrainField>& train_fields() {
       {"optim.muon_ns_steps", &O::muon_ns_steps, "Newton–Schulz iterations", positive},
       {"optim.muon_symmetric", &O::muon_symmetric,
        "Newton–Schulz with symmetric rank-k products (half the work; same result)"},
+      {"optim.muon_bf16", &O::muon_bf16,
+       "Newton–Schulz's products with BF16 operands, F32 accumulation (GPU; the CPU: F32)"},
       {"optim.muon_rms_scale", &O::muon_rms_scale,
        "Muon update scale: rms_scale·√max(rows, cols) (AdamW RMS matching)", positive},
       {"optim.adam_beta1", &O::adam_beta1, "AdamW β1", unit_open_right},

@@ -1,7 +1,8 @@
 // The GPU GEMM layer (ops/gpu/gemm.h) against a double reference computed here: the tiled kernel
 // on every transpose combination, F32 and BF16 operands, odd sizes and a model shape, alpha/beta
 // (beta 0 must not read C: it starts NaN), K = 0, padded row strides (the padding must stay
-// untouched); the symmetric rank-k update; cuBLASLt against the tiled kernel; ZAYA_GPU_GEMM.
+// untouched); cuBLASLt against the tiled kernel; ZAYA_GPU_GEMM (the symmetric products of
+// Newton–Schulz: test_gpu_muon.cpp).
 // The GEMM entry points exist only in a GPU build: in the CPU build these tests are one skip.
 #include <array>
 #include <cmath>
@@ -231,44 +232,6 @@ TEST(GpuGemm, TiledModelShape) {
         check_tiled({M, 4096, 2048, false, true, kF32, db, 1.0f, pad == 4 ? 1.0f : 0.0f, pad},
                     seed += 3);
   check_tiled({3, 257, 33, false, true, kBF16, kBF16, -0.5f, 2.0f, 0}, seed += 3);
-}
-
-TEST(GpuGemm, SymmetricRankKUpdate) {
-  ZAYA_REQUIRE_GPU();
-  uint64_t seed = 500;
-  for (int64_t n : {1, 7, 31, 33, 129, 257, 300})
-    for (int64_t k : {1, 33, 257})
-      for (float beta : {0.0f, 1.0f}) {
-        const float alpha = 0.75f;
-        Mat a = make_mat(kF32, n, k, 2, seed += 3);
-        Mat c = make_c(n, n, 0, false, beta == 0 ? kNaN : 0.0, seed += 3);
-        if (beta != 0) {  // a symmetric C0
-          float* h = c.p.cpu.ptr<float>();
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j <= i; ++j) h[i * n + j] = h[j * n + i] = float(i - 2 * j) / 8;
-          c.p.upload();
-          c.v = c.p.cpu_values();
-        }
-        gpu::syrk_tiled(n, k, alpha, a.p.gpu.ptr<float>(), a.ld, beta, c.p.gpu.ptr<float>(), n);
-        std::vector<double> ref(size_t(n * n));
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double s = 0;
-            for (int64_t q = 0; q < k; ++q) s += a.at(i, q) * a.at(j, q);
-            ref[size_t(i * n + j)] = alpha * s + (beta != 0 ? beta * c.at(i, j) : 0.0);
-          }
-        expect_result(c, ref, n, n, kGpuF32Nmse,
-                      "syrk n " + std::to_string(n) + " k " + std::to_string(k));
-        const std::vector<double> got = c.p.gpu_values();
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < i; ++j)
-            if (got[size_t(i * n + j)] != got[size_t(j * n + i)]) {
-              ADD_FAILURE() << "syrk n " << n << " k " << k << ": not symmetric at " << i << ","
-                            << j;
-              i = n;
-              break;
-            }
-      }
 }
 
 TEST(GpuGemm, BlasLtMatchesTiled) {

@@ -94,9 +94,17 @@ void newton_schulz_impl(T* out, const T* g, int64_t rows, int64_t cols, int step
 
 }  // namespace
 
-void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric) {
-  ZAYA_DISPATCH_FLOAT(g.dtype, newton_schulz_impl(out.ptr<scalar_t>(), g.ptr<scalar_t>(),
-                                                  g.shape[0], g.shape[1], steps, symmetric));
+// g [rows,cols] or [E,rows,cols]: the E matrices one after another (the same calls as E ops on the
+// slices, so the same bits). bf16 is the GPU's: the CPU computes in g's dtype.
+void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric, bool /*bf16*/) {
+  const bool batched = g.ndim == 3;
+  const int64_t count = batched ? g.shape[0] : 1;
+  const int64_t rows = g.shape[batched ? 1 : 0], cols = g.shape[batched ? 2 : 1];
+  ZAYA_DISPATCH_FLOAT(g.dtype, {
+    for (int64_t e = 0; e < count; ++e)
+      newton_schulz_impl(out.ptr<scalar_t>() + e * rows * cols, g.ptr<scalar_t>() + e * rows * cols,
+                         rows, cols, steps, symmetric);
+  });
 }
 
 }  // namespace zaya::ops::cpu

@@ -55,11 +55,4 @@ void gemm_tiled(const Gemm& g);
 // dtypes, K = 0, no algorithm from the heuristic).
 bool gemm_blaslt(const Gemm& g);
 
-// The symmetric rank-k update of Newton–Schulz: C[n,n] = alpha · A·Aᵀ + beta · C, A [n,k] F32
-// row-major with row stride lda, C with row stride ldc. Only the tiles on and above the diagonal
-// are computed; each is also written mirrored, so all of C is set and exactly symmetric when the
-// prior C is (beta 0: C is not read).
-void syrk_tiled(int64_t n, int64_t k, float alpha, const float* a, int64_t lda, float beta,
-                float* c, int64_t ldc);
-
 }  // namespace zaya::gpu

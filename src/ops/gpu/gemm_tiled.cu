@@ -16,9 +16,7 @@
 //
 // Where the tiles leave the device mostly idle and K is long, K is split into slices whose
 // partial tiles a second pass sums in fixed order (deterministic). Few rows with both operands
-// k-contiguous (decode's x · wᵀ) take a warp-per-column kernel instead (small_m_kernel). syrk_tiled
-// reuses the tile for C = alpha · A·Aᵀ + beta · C: only tiles on or above the diagonal are
-// computed, and each off-diagonal tile is also written mirrored below it.
+// k-contiguous (decode's x · wᵀ) take a warp-per-column kernel instead (small_m_kernel).
 #include "core/assert.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gemm.h"
@@ -224,43 +222,6 @@ __global__ void split_sum_kernel(float* c, int64_t ldc, const float* partial, in
   }
 }
 
-// C[n,n] = alpha · A·Aᵀ + beta · C, A [n,k] row-major: tile (i, j ≥ i) of the upper triangle,
-// enumerated t = 0 … T(T+1)/2 − 1 row by row; off-diagonal tiles are also written mirrored.
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads)
-    syrk_kernel(const float* a, int64_t lda, float* c, int64_t ldc, int64_t n, int64_t k,
-                float alpha, float beta, int64_t tiles_per_side) {
-  static_assert(Cfg::BM == Cfg::BN && Cfg::SM == Cfg::SN, "square tiles");
-  __shared__ Smem<Cfg> sm;
-  const int64_t total = tiles_per_side * (tiles_per_side + 1) / 2;
-  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {  // uniform over the block
-    // Row i of the upper triangle starts at i·T − i(i−1)/2.
-    int64_t i = 0, start = 0;
-    while (start + (tiles_per_side - i) <= t) start += tiles_per_side - i, ++i;
-    const int64_t j = i + (t - start);
-    const int64_t m0 = i * Cfg::BM, n0 = j * Cfg::BN;
-    float acc[4 * Cfg::SM][4 * Cfg::SN];
-    tile_product<Cfg, float, float, true, true>(acc, sm, a, lda, a, lda, n, n, 0, k, m0, n0);
-    store_tile<Cfg>(acc, c, ldc, n, n, m0, n0, alpha, beta);
-    if (i != j) {
-      const int tx = int(threadIdx.x) % Cfg::kThreadsX, ty = int(threadIdx.x) / Cfg::kThreadsX;
-#pragma unroll
-      for (int r = 0; r < 4 * Cfg::SM; ++r) {
-        const int64_t row = m0 + micro_offset<Cfg::BM, Cfg::SM>(r, ty);
-        if (row >= n) continue;
-#pragma unroll
-        for (int q = 0; q < 4 * Cfg::SN; ++q) {
-          const int64_t col = n0 + micro_offset<Cfg::BN, Cfg::SN>(q, tx);
-          if (col < n) {
-            float* p = c + col * ldc + row;
-            *p = epilogue(acc[r][q], alpha, beta, p);
-          }
-        }
-      }
-    }
-  }
-}
-
 // Few rows (decode: M ≤ kSmallM tokens) with both operands k-contiguous (x · wᵀ): a tile would
 // be mostly empty rows, so instead one warp per column n streams row n of op(B)ᵀ once for all M
 // rows of op(A) (small, cache-resident) and reduces across its lanes (fixed order). VEC: four
@@ -457,25 +418,6 @@ void gemm_tiled(const Gemm& g) {
     launch_dtypes<LaunchTiles<LargeTile>>(g);
   else
     launch_dtypes<LaunchTiles<SmallTile>>(g);
-}
-
-void syrk_tiled(int64_t n, int64_t k, float alpha, const float* a, int64_t lda, float beta,
-                float* c, int64_t ldc) {
-  ZAYA_ASSERT(n >= 0 && k >= 0, "syrk_tiled: negative size");
-  if (n == 0) return;
-  auto run = [&](auto cfg) {
-    using Cfg = decltype(cfg);
-    const int64_t side = (n + Cfg::BM - 1) / Cfg::BM, total = side * (side + 1) / 2;
-    syrk_kernel<Cfg><<<unsigned(total < 65535 ? total : 65535), Cfg::kThreads, 0, stream()>>>(
-        a, lda, c, ldc, n, k, alpha, beta, side);
-    ZAYA_GPU_LAUNCH_CHECK();
-  };
-  // The triangle holds about half the tiles of the full square.
-  const int64_t side = (n + LargeTile::BM - 1) / LargeTile::BM;
-  if (side * (side + 1) / 2 >= multiprocessor_count())
-    run(LargeTile{});
-  else
-    run(SmallTile{});
 }
 
 }  // namespace zaya::gpu
