@@ -3,9 +3,12 @@
 // the merge + RMSNorm, fused (merge_rmsnorm_forward) and unfused (residual_merge_forward then
 // rmsnorm_forward), in GB/s against that copy; GEMM TFLOP/s at ZAYA1-base's shapes for our tiled
 // kernel and cuBLASLt (ops/gpu/gemm.h), F32 and BF16, against the peak = the best cuBLASLt BF16
-// rate on a square GEMM; attention forward and backward TFLOP/s.
+// rate on a square GEMM; attention forward and backward TFLOP/s; Muon's Newton–Schulz (5 steps)
+// at ZAYA1-base's matrix shapes, symmetric (ops/gpu/syrk.h) against the same iteration through
+// general GEMMs (cuBLASLt on NVIDIA), F32 and BF16 operands: both rates, their ratio (the issue's
+// target: ≥ 1.3x) and the results' deviations.
 // usage: bench_gpu [--json FILE] [--reps N=9] [--tokens N=8192] [--rows N=65536] [--attn-batch B=1]
-//                  [--only copy,norm,gemm,attention]
+//                  [--only copy,norm,gemm,attention,muon]
 // Built as build/<dir>/bench/bench_gpu. Without a GPU (or in a build without a GPU backend) it
 // says why and exits 0. Exit 1 when a measurement failed (its error is in the table and JSON).
 //
@@ -20,6 +23,7 @@
 // of 2·(T(T+1)/2)·d per batch row and query head). Inputs are random (never zeros).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +50,7 @@ struct Options {
   std::string json;
   int reps = 9;
   int64_t tokens = 8192, rows = 65536, attn_batch = 1;
-  std::string only = "copy,norm,gemm,attention";
+  std::string only = "copy,norm,gemm,attention,muon";
 };
 
 double now_s() {
@@ -152,6 +156,8 @@ struct Report {
   std::vector<Row> rows;
   double copy_gbs = 0, peak_tflops = 0, f32_square_tflops = 0;
   std::string peak_source = "cuBLASLt BF16 square";
+  std::vector<std::string> notes;  // printed after the table (the Newton–Schulz comparisons)
+  nlohmann::json muon = nlohmann::json::array();
 };
 
 // Runs one measurement; a failure (an op that throws, a GPU error) becomes the row's error.
@@ -354,6 +360,84 @@ void bench_attention(Report& rep, const Options& o) {
   });
 }
 
+// Newton–Schulz (5 steps) on ZAYA1-base's Muon matrices: the symmetric path against the plain one,
+// each rated by the plain iteration's FLOPs (5 · 2·(2m²n + m³), m ≤ n the sides), so the ratio of
+// the rates is the speed-up. Deviations: max |sym − plain| at one dtype and, for BF16, the relative
+// Frobenius error of the symmetric BF16 result against the plain F32 one (test_gpu_muon.cpp's
+// tolerance: 2 · 5 · 2^-8 = 0.039). Each measurement gets ~0.7 s (the group ~20 s; unmeasured).
+void bench_muon(Report& rep, const Options& o) {
+  struct Shape {
+    const char* name;
+    int64_t e, rows, cols;
+  };
+  const Shape shapes[] = {{"attention q_proj", 1, 1024, 2048},
+                          {"attention o_proj", 1, 2048, 1024},
+                          {"expert fc2", 1, 2048, 2048},
+                          {"expert fc1", 1, 4096, 2048},
+                          {"16 experts' fc2 (batched)", 16, 2048, 2048}};
+  const int steps = 5;
+  for (const Shape& sh : shapes) {
+    const std::string shape = (sh.e > 1 ? std::to_string(sh.e) + "x" : "") +
+                              std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    const double m = double(std::min(sh.rows, sh.cols)), n = double(std::max(sh.rows, sh.cols));
+    const double flops = double(sh.e) * steps * 2 * (2 * m * m * n + m * m * m);
+    GpuTensors g;
+    Tensor in, out;
+    if (!make_inputs(rep, {"muon", "newton_schulz inputs", shape, "", "F32", "TFLOP/s", "peak"},
+                     [&] {
+                       in = sh.e > 1 ? g.random(DType::F32, {sh.e, sh.rows, sh.cols}, 40)
+                                     : g.random(DType::F32, {sh.rows, sh.cols}, 40);
+                       out = in;
+                       out.data = g.make(DType::F32, {in.numel()}).data;
+                     }))
+      continue;
+    // The result of one call, on the host.
+    auto result = [&](bool symmetric, bool bf16) {
+      std::vector<float> h(size_t(in.numel()));
+      ops::newton_schulz(out, in, steps, symmetric, bf16);
+      device_copy(Tensor(h.data(), {in.numel()}),
+                  Tensor(static_cast<float*>(out.data), {in.numel()}).on(Device::Gpu));
+      return h;
+    };
+    const std::vector<float> ref = result(false, false);  // plain F32
+    for (const bool bf16 : {false, true}) {
+      const char* dtype = bf16 ? "BF16" : "F32";
+      double t[2] = {0, 0};  // plain, symmetric
+      for (const bool symmetric : {false, true})
+        measure(rep, {"muon", sh.name, shape, symmetric ? "sym" : "gemm", dtype, "TFLOP/s", "peak"},
+                [&] {
+                  t[symmetric] = time_median(
+                      [&] { ops::newton_schulz(out, in, steps, symmetric, bf16); }, o.reps, 0.7);
+                  return flops / t[symmetric] * 1e-12;
+                });
+      if (t[0] <= 0 || t[1] <= 0) continue;
+      const std::vector<float> sym = result(true, bf16), plain = bf16 ? result(false, true) : ref;
+      double dev = 0, num = 0, den = 0;
+      for (size_t i = 0; i < sym.size(); ++i) {
+        dev = std::max(dev, std::fabs(double(sym[i]) - double(plain[i])));
+        num += (double(sym[i]) - ref[i]) * (double(sym[i]) - ref[i]),
+            den += double(ref[i]) * ref[i];
+      }
+      const double rel = std::sqrt(num / std::max(den, 1e-300));
+      char line[256];
+      std::snprintf(
+          line, sizeof line,
+          "newton_schulz %-26s %-14s %-4s sym %8.3f ms  gemm %8.3f ms  ratio %.2fx "
+          "(target >= 1.3x)  max|sym-gemm| %.1e  rel. error vs F32 gemm %.1e (BF16 limit 3.9e-2)",
+          sh.name, shape.c_str(), dtype, t[1] * 1e3, t[0] * 1e3, t[0] / t[1], dev, rel);
+      rep.notes.push_back(line);
+      rep.muon.push_back({{"name", sh.name},
+                          {"shape", shape},
+                          {"dtype", dtype},
+                          {"sym_ms", t[1] * 1e3},
+                          {"gemm_ms", t[0] * 1e3},
+                          {"ratio", t[0] / t[1]},
+                          {"max_abs_sym_minus_gemm", dev},
+                          {"rel_error_vs_f32_gemm", rel}});
+    }
+  }
+}
+
 // Fractions of the run's references, the table on stdout, the JSON file.
 int finish(Report& rep, const Options& o) {
   int failed = 0;
@@ -386,6 +470,7 @@ int finish(Report& rep, const Options& o) {
                 r.name.c_str(), r.shape.c_str(), r.engine.c_str(), r.dtype.c_str(), r.rate,
                 r.unit.c_str(), 100 * r.fraction, r.reference.c_str(), f32);
   }
+  for (const std::string& line : rep.notes) std::printf("%s\n", line.c_str());
   if (!o.json.empty()) {
     nlohmann::json j;
     j["device"] = gpu::describe();
@@ -396,6 +481,7 @@ int finish(Report& rep, const Options& o) {
     j["tokens"] = o.tokens;
     j["norm_rows"] = o.rows;
     j["failed"] = failed;
+    j["newton_schulz"] = rep.muon;
     for (const Row& r : rep.rows)
       j["results"].push_back({{"group", r.group},
                               {"name", r.name},
@@ -440,7 +526,7 @@ int main(int argc, char** argv) {
   if (o.reps < 1 || o.tokens < 1 || o.rows < 1 || o.attn_batch < 1) {
     std::fprintf(stderr,
                  "usage: bench_gpu [--json FILE] [--reps N=9] [--tokens N=8192] [--rows N=65536] "
-                 "[--attn-batch B=1] [--only copy,norm,gemm,attention]\n");
+                 "[--attn-batch B=1] [--only copy,norm,gemm,attention,muon]\n");
     return 2;
   }
   if (!gpu::available()) {
@@ -454,5 +540,6 @@ int main(int argc, char** argv) {
   if (wanted(o, "gemm")) bench_gemm(rep, o);
 #endif
   if (wanted(o, "attention")) bench_attention(rep, o);
+  if (wanted(o, "muon")) bench_muon(rep, o);
   return finish(rep, o);
 }

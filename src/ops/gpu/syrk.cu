@@ -85,7 +85,8 @@ void sym_fill(const float* s, int64_t n, const SymFill& f) {
   if (n == 0 || (!f.full && !f.affine && !f.bf16)) return;
   const int64_t tiles = (n + kTile - 1) / kTile;
   ZAYA_ASSERT(tiles <= 65535, "sym_fill: n {} too large for the grid", n);
-  const dim3 grid(unsigned(tiles), unsigned(tiles));
+  const auto side = unsigned(tiles);
+  const dim3 grid(side, side);
   sym_fill_kernel<<<grid, kTile * kTileRows, 0, stream()>>>(s, n, f.full, f.affine, f.scale, f.diag,
                                                             f.bf16);
   ZAYA_GPU_LAUNCH_CHECK();
