@@ -20,7 +20,7 @@ struct OptimConfig {
   bool muon_nesterov = true;
   int64_t muon_ns_steps = 5;
   bool muon_symmetric = true;  // Newton–Schulz with symmetric rank-k products
-  bool muon_bf16 = false;      // Newton–Schulz's products in BF16 on the GPU (the CPU: F32)
+  bool muon_bf16 = false;      // Newton–Schulz's products in BF16 (train.device = gpu only)
   double muon_rms_scale = 0.2;
   double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
   double balance_lr = 1e-3, balance_beta1 = 0.9, balance_beta2 = 0.999, balance_eps = 1e-8;

@@ -87,7 +87,7 @@ const std::vector<TrainField>& train_fields() {
       {"optim.muon_symmetric", &O::muon_symmetric,
        "Newton–Schulz with symmetric rank-k products (half the work; same result)"},
       {"optim.muon_bf16", &O::muon_bf16,
-       "Newton–Schulz's products with BF16 operands, F32 accumulation (GPU; the CPU: F32)"},
+       "Newton–Schulz's products with BF16 operands, F32 accumulation (needs train.device = gpu)"},
       {"optim.muon_rms_scale", &O::muon_rms_scale,
        "Muon update scale: rms_scale·√max(rows, cols) (AdamW RMS matching)", positive},
       {"optim.adam_beta1", &O::adam_beta1, "AdamW β1", unit_open_right},
@@ -308,6 +308,10 @@ void validate_train_config(const TrainConfig& c) {
     fail(
         "key 'train.gemm_table' needs train.device = gpu (it tunes GPU GEMMs); drop the key or "
         "set train.device = gpu");
+  if (c.optim.muon_bf16 && c.device != "gpu")
+    fail(
+        "key 'optim.muon_bf16' = true needs train.device = gpu (the CPU's Newton–Schulz is F32); "
+        "set optim.muon_bf16 = false or train.device = gpu");
   if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
     fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");

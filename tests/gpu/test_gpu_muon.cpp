@@ -44,7 +44,7 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 void check_syrk(int64_t n, int64_t k, bool transposed, DType dt, float beta, int64_t block,
                 uint64_t seed) {
   const std::string what = "syrk n " + std::to_string(n) + " k " + std::to_string(k) +
-                           (transposed ? " T" : "") + " " + dtype_name(dt) + " beta " +
+                           (transposed ? " T" : "") + " " + std::string(dtype_name(dt)) + " beta " +
                            std::to_string(beta) + " block " + std::to_string(block);
   DevicePair x = transposed ? random_pair(dt, {k, n}, seed) : random_pair(dt, {n, k}, seed);
   const std::vector<double> xv = x.cpu_values();

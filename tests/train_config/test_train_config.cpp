@@ -108,6 +108,18 @@ TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
   expect_error([&] { validate_train_config(c); }, {"train.precision", "fp32 or bf16", "fp16"});
 }
 
+TEST(TrainConfig, MuonBf16IsOffByDefaultAndNeedsTheGpu) {
+  TrainConfig c;
+  c.dataset = "some/dir";
+  c.model_config = "config.json";
+  EXPECT_FALSE(c.optim.muon_bf16);
+  apply_override(c, "optim.muon_bf16=true");
+  EXPECT_TRUE(c.optim.muon_bf16);
+  expect_error([&] { validate_train_config(c); }, {"optim.muon_bf16", "train.device = gpu"});
+  apply_override(c, "train.device=gpu");
+  validate_train_config(c);
+}
+
 TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
   ScratchDir dir;
   TrainConfig c = load_train_config(write_toml(dir, kMinimal));

@@ -2,7 +2,10 @@
 // ops/cpu/optim_update.cpp: AdamW and the Muon weight step compute in double per element and round
 // once to f32 (the bias corrections are computed on the host with the CPU's std::pow), Muon's
 // momentum is f32, and the balancing-bias AdamW reads its F64 class counts on the device (one
-// block: the total is a block sum of exact integers, then one thread per expert).
+// block: the total is a block sum of exact integers, then one thread per expert). Each op is ONE
+// kernel on device buffers: AdamW reads g, m, v, w once and writes m, v, w; Muon's momentum and
+// Nesterov look-ahead are one pass (buf and the Newton–Schulz input together); the balancing-bias
+// update reads the counts the optimizer copied to the device (nothing comes back to the host).
 #include <cmath>
 
 #include "ops/backend.h"
