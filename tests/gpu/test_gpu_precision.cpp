@@ -51,7 +51,7 @@ TEST(GpuPrecision, Bf16LinearEqualsTheCpuOnRoundedInputs) {
       ops::linear_backward(dx.gpu, dw.gpu, {}, dy.gpu, x.gpu, w.gpu);
     }
     EXPECT_EQ(ops::matmul_precision(Device::Gpu), ops::MatmulPrecision::F32);  // restored
-    ops::linear_forward(y32.gpu, x.gpu, w.gpu, {});                             // fp32 again
+    ops::linear_forward(y32.gpu, x.gpu, w.gpu, {});                            // fp32 again
     // The oracle: the CPU's fp32 linear on the rounded inputs.
     ops::linear_forward(y.cpu, xr.cpu, wr.cpu, {});
     ops::linear_backward(dx.cpu, dw.cpu, {}, dyr.cpu, xr.cpu, wr.cpu);
