@@ -298,6 +298,9 @@ void silu_mul(const Tensor& act, const Tensor& gu);
 struct AdamWParams {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;  // t ≥ 1, for the bias corrections
+  // The gradient read is float(g·float(grad_scale)): the clipping factor folded into the update
+  // (the same bits as scaling g first; 1 leaves g exact).
+  double grad_scale = 1;
 };
 void adamw_update(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
                   const AdamWParams& p);

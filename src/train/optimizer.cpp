@@ -92,7 +92,7 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
   state_ = Buffer(used * sizeof(float), device_);  // zero-initialised
   scratch_ = Buffer(largest * sizeof(float), device_);
   bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float), device_);  // padding: zero
-  shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
+  if (!alone()) shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
   if (device_ != Device::Cpu) counts_ = Buffer(largest_k * sizeof(double), device_);
   // The bucket's copy lists: every rank's segments in (pack), the others' out (unpack).
   for (const ZeroSegment& z : plan_.segments) {
@@ -104,6 +104,14 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
 }
 
 Optimizer::~Optimizer() = default;
+
+bool Optimizer::alone() const {
+  return group_.size() == 1;
+}
+
+float* Optimizer::shard() const {
+  return static_cast<float*>(alone() ? bucket_.data() : shard_.data());
+}
 
 size_t Optimizer::total_state_bytes() const {
   int64_t floats = 0;
@@ -130,7 +138,7 @@ double Optimizer::reduce_gradients(const Model& m) {
               device_name(device_), device_name(m.device()));
   // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
   ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_);
-  group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
+  if (!alone()) group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
   double sum = ops::sum_squares(flat(shard(), plan_.elements[size_t(group_.rank())]));
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
   return std::sqrt(sum);
@@ -141,11 +149,13 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
   ZAYA_ASSERT(std::isfinite(grad_norm), "optimizer: update() with a non-finite norm {}", grad_norm);
   ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
               device_name(device_), device_name(m.device()));
-  const int64_t owned = plan_.elements[size_t(group_.rank())];
-  if (cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip)
-    ops::scale(flat(shard(), owned), cfg_.grad_clip / grad_norm);
+  // The clipping factor: folded into AdamW's read of the gradient (float(g·float(clip)), the bits
+  // of scaling first, one pass fewer); Muon's gradients are scaled first (the momentum's f32
+  // arithmetic would fuse the factor into an FMA, other bits).
+  const double clip =
+      cfg_.grad_clip > 0 && grad_norm > cfg_.grad_clip ? cfg_.grad_clip / grad_norm : 1.0;
   ++steps_;
-  ops::AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_};
+  ops::AdamWParams ap{lr, cfg_.adam_beta1, cfg_.adam_beta2, cfg_.adam_eps, 0.0, steps_, clip};
   MuonParams mp{lr,
                 cfg_.muon_momentum,
                 cfg_.weight_decay,
@@ -165,15 +175,17 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
     const Tensor w = flat(m.params() + s.offset + p.begin, n);
     const Tensor g = flat(shard() + p.shard, n);
     if (p.rule == Rule::Muon) {
+      if (clip != 1.0) ops::scale(g, clip);
       muon_update(w, g, flat(state() + p.s0, n), flat(static_cast<float*>(scratch_.data()), n),
                   count, s.shape[0], s.shape[1], mp);
     } else {
       ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
       ops::adamw_update(w, g, flat(state() + p.s0, n), flat(state() + p.s1, n), ap);
     }
-    ops::copy(flat(send + p.shard, n), w);
+    if (!alone()) ops::copy(flat(send + p.shard, n), w);
     i = end - 1;
   }
+  if (alone()) return;  // every parameter was updated in place
   group_.all_gather(flat(send, plan_.chunk), bucket_all());
   // The other ranks' parameters (this rank's were updated in place above).
   ops::copy_segments(flat(m.params(), int64_t(layout_.total)), bucket_all(), unpack_);

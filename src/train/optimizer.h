@@ -118,7 +118,7 @@ class Optimizer {
   Device device_;                         // the model's: every buffer below lives there
   Buffer state_;                          // F32 optimizer state of this rank, one allocation
   Buffer bucket_;                         // F32 [world·chunk]: gradients out, parameters back
-  Buffer shard_;                          // F32 [chunk]: this rank's summed gradients
+  Buffer shard_;                          // F32 [chunk]: this rank's summed gradients (none alone)
   Buffer scratch_;                        // F32: Muon's u / O, sized for the largest owned matrix
   Buffer counts_;                         // F64 [largest K]: a layer's routing counts (GPU only)
   std::vector<ops::CopySegment> pack_;    // gradients → bucket: every segment
@@ -127,7 +127,10 @@ class Optimizer {
   int64_t steps_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
-  float* shard() const { return static_cast<float*>(shard_.data()); }
+  // One rank alone: the bucket is its shard (no reduce-scatter to receive into, no all-gather of
+  // the parameters back: they were updated in place).
+  bool alone() const;
+  float* shard() const;
   // n floats at p, memory of device_ (the optimizer's buffers and the model's arenas).
   Tensor flat(float* p, int64_t n) const { return Tensor(p, {n}).on(device_); }
   Tensor bucket_all() const { return flat(bucket(), plan_.bucket_elements()); }

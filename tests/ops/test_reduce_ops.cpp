@@ -138,6 +138,29 @@ TEST(OptimOps, AdamWUpdateIsTheDoubleArithmetic) {
   }
 }
 
+// The clipping factor folded into AdamW (grad_scale) gives the bits of scaling g first.
+TEST(OptimOps, AdamWGradScaleIsScalingFirst) {
+  ops::AdamWParams p;
+  p.lr = 3e-3, p.weight_decay = 0.1, p.step = 2;
+  for (int64_t n : all_sizes()) {
+    auto w = randn<float>(size_t(n), 7), g = randn<float>(size_t(n), 8),
+         m = randn<float>(size_t(n), 9, 0.1), v = randn<float>(size_t(n), 10, 0.1);
+    for (float& x : v) x = std::abs(x);
+    auto rw = w, rm = m, rv = v, rg = g;
+    const double clip = 1.0 / 3.7;
+    ops::scale(Tensor(rg.data(), {n}), clip);
+    ops::adamw_update(Tensor(rw.data(), {n}), Tensor(rg.data(), {n}), Tensor(rm.data(), {n}),
+                      Tensor(rv.data(), {n}), p);
+    p.grad_scale = clip;
+    ops::adamw_update(Tensor(w.data(), {n}), Tensor(g.data(), {n}), Tensor(m.data(), {n}),
+                      Tensor(v.data(), {n}), p);
+    p.grad_scale = 1;
+    EXPECT_EQ(w, rw) << n;
+    EXPECT_EQ(m, rm) << n;
+    EXPECT_EQ(v, rv) << n;
+  }
+}
+
 TEST(OptimOps, MuonMomentumAndApply) {
   for (bool nesterov : {false, true})
     for (int64_t n : all_sizes()) {

@@ -21,9 +21,10 @@ void adamw_update(const Tensor& w_t, const Tensor& g_t, const Tensor& m_t, const
   const double decay = 1.0 - p.lr * p.weight_decay;
   const double step_size = p.lr / bc1, inv_sqrt_bc2 = 1.0 / std::sqrt(bc2);
   const double b1 = p.beta1, b2 = p.beta2, eps = p.eps;
+  const float gs = float(p.grad_scale);
 #pragma omp parallel for schedule(static) if (n > (1 << 15))
   for (int64_t i = 0; i < n; ++i) {
-    const double gi = g[i];
+    const double gi = g[i] * gs;
     const double mi = b1 * double(m[i]) + (1.0 - b1) * gi;
     const double vi = b2 * double(v[i]) + (1.0 - b2) * gi * gi;
     m[i] = float(mi);

@@ -19,9 +19,9 @@ namespace {
 
 __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, int64_t n, double b1,
                              double b2, double eps, double decay, double step_size,
-                             double inv_sqrt_bc2) {
+                             double inv_sqrt_bc2, float gs) {
   ZAYA_GPU_FOR(i, n) {
-    const double gi = g[i];
+    const double gi = g[i] * gs;
     const double mi = b1 * double(m[i]) + (1.0 - b1) * gi;
     const double vi = b2 * double(v[i]) + (1.0 - b2) * gi * gi;
     m[i] = float(mi);
@@ -76,7 +76,7 @@ void adamw_update(const Tensor& w_t, const Tensor& g_t, const Tensor& m_t, const
   const double step_size = p.lr / bc1, inv_sqrt_bc2 = 1.0 / std::sqrt(bc2);
   adamw_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(
       w_t.ptr<float>(), g_t.ptr<float>(), m_t.ptr<float>(), v_t.ptr<float>(), n, p.beta1, p.beta2,
-      p.eps, decay, step_size, inv_sqrt_bc2);
+      p.eps, decay, step_size, inv_sqrt_bc2, float(p.grad_scale));
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
