@@ -146,16 +146,25 @@ for t in "${tests[@]}"; do
   link=$(ninja -C "$rel" -t commands "tests/$t" | grep -- "-o tests/$t " | tail -1 | sed 's/^: && //; s/ && .*//')
   libs=${link#*libzaya_lib.a}
   tobj=$rel/tests/CMakeFiles/$t.dir/$(folder "$t")/$t.cpp.o
-  if grep -q 'cli_util.h' "tests/$(folder "$t")/$t.cpp"; then
-    # The same object with ZAYA_BINARY naming the emulated zaya.
+  src="tests/$(folder "$t")/$t.cpp"
+  if grep -q 'cli_util.h\|ZAYA_HAS_GPU_BACKEND' "$src"; then
+    # The same object recompiled: ZAYA_BINARY naming the emulated zaya, and the GPU-build-only
+    # parts (ZAYA_HAS_GPU_BACKEND: the GEMM layer's own tests) compiled in against the emulator.
     tobj=$out/obj/$t.o
-    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" "$(folder "$t")" <<'PY'
+    gpu_only=0
+    grep -q 'ZAYA_HAS_GPU_BACKEND' "$src" && gpu_only=1
+    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" "$(folder "$t")" "$gpu_only" "$root/$out/include" "$root/$emu/include" <<'PY'
 import json, re, sys
-rel, t, zaya, obj, folder = sys.argv[1:]
+rel, t, zaya, obj, folder, gpu_only, out_inc, emu_inc = sys.argv[1:]
 for e in json.load(open(rel + '/compile_commands.json')):
     if e['file'].endswith('/tests/' + folder + '/' + t + '.cpp'):
         c = re.sub(r'-DZAYA_BINARY=\\"[^ ]*\\"', '-DZAYA_BINARY=\\"' + zaya + '\\"', e['command'])
         c = re.sub(r' -o [^ ]+', ' -o ' + obj, c)
+        if gpu_only == '1':
+            # first on the include path: the emulator's vendor headers before src/ops/gpu's
+            w = c.split(' ')
+            at = 2 if w[0].endswith('ccache') else 1
+            c = ' '.join(w[:at] + ['-DZAYA_HAS_GPU_BACKEND=1', '-I' + out_inc, '-I' + emu_inc] + w[at:])
         print(c); break
 PY
 )
