@@ -47,6 +47,15 @@ int main(int argc, char** argv) {
   if (cpu) clock_id = CLOCK_PROCESS_CPUTIME_ID;
   std::vector<std::pair<int64_t, int64_t>> shapes = {{1024, 1024}, {2048, 512}, {512, 2048}};
   if (big) shapes.push_back({4096, 2048});
+  if (argc > 4) {  // other shapes instead: "RxC,RxC,…"
+    shapes.clear();
+    for (const char* p = argv[4]; *p;) {
+      char* end;
+      const long long r = std::strtoll(p, &end, 10), c = std::strtoll(end + 1, &end, 10);
+      shapes.push_back({r, c});
+      p = *end ? end + 1 : end;
+    }
+  }
   std::printf("newton_schulz f32, 5 steps, threads=%d, best of %d (interleaved), %s time\n",
               omp_get_max_threads(), reps, cpu ? "process CPU" : "wall");
   double worst_ratio = 1e30, worst_diff = 0;
