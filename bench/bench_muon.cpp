@@ -1,10 +1,11 @@
 // Muon's Newton–Schulz (5 steps, f32): the symmetric path (A = X·Xᵀ and A·A as symmetric products,
-// upper-triangle tiles mirrored) against the same iteration with plain GEMMs, on a few shapes.
-// Per shape: the best time of each (the two interleaved rep by rep, so that a busy machine slows
-// both alike), their ratio (system.md §4 target: symmetric ≥ 1.3x) and their agreement, the
-// largest |symmetric − plain| over the output (tests/train/test_newton_schulz.cpp asks ≤ 1e-5);
-// then the worst ratio.
-// usage: bench_muon [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]
+// upper-triangle tiles mirrored; the Gram-space iteration where n ≥ 1.5·m, ops/cpu/muon.cpp)
+// against the same iteration with plain GEMMs, on a few shapes. Per shape: the best time of each
+// (the two interleaved rep by rep, so that a busy machine slows both alike), their ratio (system.md
+// §4 target: symmetric ≥ 1.3x) and their agreement, the largest |symmetric − plain| over the output
+// (tests/train/test_newton_schulz.cpp asks ≤ 1e-5); then the worst ratio. usage: bench_muon
+// [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]
+//                   [shapes: "RxC,RxC,…" instead of the three]
 // cpu: the process's CPU time instead of wall time, steadier on a busy machine for one thread
 // (OMP_NUM_THREADS=1); with more threads it also counts OpenMP's spin-waiting.
 #include <omp.h>
@@ -47,6 +48,15 @@ int main(int argc, char** argv) {
   if (cpu) clock_id = CLOCK_PROCESS_CPUTIME_ID;
   std::vector<std::pair<int64_t, int64_t>> shapes = {{1024, 1024}, {2048, 512}, {512, 2048}};
   if (big) shapes.push_back({4096, 2048});
+  if (argc > 4) {  // other shapes instead: "RxC,RxC,…"
+    shapes.clear();
+    for (const char* p = argv[4]; *p;) {
+      char* end;
+      const long long r = std::strtoll(p, &end, 10), c = std::strtoll(end + 1, &end, 10);
+      shapes.push_back({r, c});
+      p = *end ? end + 1 : end;
+    }
+  }
   std::printf("newton_schulz f32, 5 steps, threads=%d, best of %d (interleaved), %s time\n",
               omp_get_max_threads(), reps, cpu ? "process CPU" : "wall");
   double worst_ratio = 1e30, worst_diff = 0;

@@ -44,6 +44,8 @@ TEST(NewtonSchulzBatched, SameBitsAsSeparateCalls) {
     check_batched(2, 33, 33, 5, symmetric, true, ++seed);    // square, in place
     check_batched(4, 6, 9, 0, symmetric, false, ++seed);     // only the normalisation
     check_batched(1, 130, 600, 3, symmetric, true, ++seed);  // one matrix
+    check_batched(2, 64, 200, 5, symmetric, true, ++seed);   // Gram space, two stages, in place
+    check_batched(2, 200, 64, 5, symmetric, false, ++seed);  // the same, tall
   }
 }
 

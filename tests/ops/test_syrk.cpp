@@ -1,12 +1,16 @@
 // sym_product (ops/cpu/syrk.h): C = alpha·P·Pᵀ + beta·C against a double reference, for P = X and
 // P = Xᵀ, square and rectangular both ways, sizes that are not multiples of the tile (1, 7, 33,
 // 257), strided operands, several tile sides; the result is exactly symmetric, C's lower triangle
-// is never read, and the bits do not depend on the thread count.
+// is never read, and the bits do not depend on the thread count. sym_multiply: C = P·R for
+// commuting symmetric P, R (polynomials in one symmetric matrix) against a double reference, for
+// sizes around the tile side and strided operands; exactly symmetric, the padding untouched, bits
+// independent of the thread count.
 #include "ops/cpu/syrk.h"
 
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -15,6 +19,8 @@
 using namespace zaya;
 using namespace zaya::test;
 using zaya::ops::cpu::kSymBlock;
+using zaya::ops::cpu::sym_multiply;
+using zaya::ops::cpu::sym_multiply_block;
 using zaya::ops::cpu::sym_plan;
 using zaya::ops::cpu::sym_product;
 using zaya::ops::cpu::SymPlan;
@@ -156,4 +162,85 @@ TEST(SymProduct, EmptyAndZeroDepth) {
   for (float v : c) EXPECT_EQ(v, 3.0f);
   sym_product<float>(false, 3, 0, 1.0f, x.data(), 1, 0.5f, c.data(), 3);  // k = 0: C = beta·C
   for (float v : c) EXPECT_EQ(v, 1.5f);
+}
+
+namespace {
+
+// P = S/‖·‖ and R = I + 2S − S² for a random symmetric S [m,m] (entries ~ 1/√m), rounded to f32
+// values, rows padded to ld = m + pad; returns C = sym_multiply(P, R) [m, ldc = m + 2] after
+// checking it against P·R in double: every element (both triangles), exact symmetry, padding
+// untouched. The f32 roundings of P and R make them commute only to ~1e-7: the reference is the
+// double product's upper triangle, mirrored.
+template <class T>
+std::vector<T> check_multiply(int64_t m, int64_t pad, int64_t block, uint64_t seed, double abs_tol,
+                              double rel_tol) {
+  const int64_t ld = m + pad, ldc = m + 2;
+  const std::vector<double> raw = randn_f32(size_t(m * m), seed, 1.0 / std::sqrt(double(m)));
+  std::vector<double> sym(size_t(m * m)), p(size_t(m * ld), 0.0), r(size_t(m * ld), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < m; ++j)
+      sym[size_t(i * m + j)] = 0.5 * (raw[size_t(i * m + j)] + raw[size_t(j * m + i)]);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      double s2 = 0;
+      for (int64_t l = 0; l < m; ++l) s2 += sym[size_t(i * m + l)] * sym[size_t(l * m + j)];
+      p[size_t(i * ld + j)] = double(float(sym[size_t(i * m + j)]));
+      r[size_t(i * ld + j)] = double(float((i == j ? 1.0 : 0.0) + 2 * sym[size_t(i * m + j)] - s2));
+    }
+  std::vector<double> want(size_t(m * ldc), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = i; j < m; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < m; ++l) acc += p[size_t(i * ld + l)] * r[size_t(l * ld + j)];
+      want[size_t(i * ldc + j)] = want[size_t(j * ldc + i)] = acc;
+    }
+  const std::vector<T> pt = cast<T>(p), rt = cast<T>(r);
+  std::vector<T> got(size_t(m * ldc), T(std::numeric_limits<double>::quiet_NaN()));
+  sym_multiply<T>(m, pt.data(), ld, rt.data(), ld, got.data(), ldc, block);
+  const std::string what = "m " + std::to_string(m) + " block " + std::to_string(block);
+  for (int64_t i = 0; i < m; ++i) {
+    expect_close(got.data() + i * ldc, want.data() + i * ldc, size_t(m), abs_tol, rel_tol,
+                 what.c_str());
+    for (int64_t j = 0; j < m; ++j)
+      EXPECT_EQ(got[size_t(i * ldc + j)], got[size_t(j * ldc + i)])
+          << what << " (" << i << "," << j << ")";
+    for (int64_t j = m; j < ldc; ++j) EXPECT_TRUE(std::isnan(double(got[size_t(i * ldc + j)])));
+    if (::testing::Test::HasFailure()) break;
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST(SymMultiply, MatchesTheDoubleReferenceForEveryShapeAndTile) {
+  uint64_t seed = 7000;
+  for (int64_t m : {1, 7, 33, 128, 257})
+    for (int64_t block :
+         {int64_t(1), int64_t(5), int64_t(64), int64_t(100), sym_multiply_block(m)}) {
+      if (block == 1 && m > 33) continue;
+      check_multiply<float>(m, m % 3, block, seed, kOpAbs, kOpRel);
+      check_multiply<double>(m, m % 3, block, seed, 1e-12, 1e-12);
+      ++seed;
+    }
+}
+
+TEST(SymMultiply, TheDefaultTileIsAQuarterOfTheSide) {
+  EXPECT_EQ(sym_multiply_block(512), 128);
+  EXPECT_EQ(sym_multiply_block(1024), 256);
+  EXPECT_EQ(sym_multiply_block(200), 128);
+  EXPECT_EQ(sym_multiply_block(1000), 256);
+}
+
+TEST(SymMultiply, BitsDoNotDependOnTheThreadCount) {
+  const int threads = omp_get_max_threads();
+  for (int64_t m : {300, 520})
+    for (int64_t block : {sym_multiply_block(m), int64_t(64)}) {
+      omp_set_num_threads(1);
+      const std::vector<float> one = check_multiply<float>(m, 1, block, 950, kOpAbs, kOpRel);
+      omp_set_num_threads(std::max(2, threads));
+      const std::vector<float> many = check_multiply<float>(m, 1, block, 950, kOpAbs, kOpRel);
+      ASSERT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+          << "m " << m << " block " << block;
+    }
+  omp_set_num_threads(threads);
 }

@@ -42,4 +42,20 @@ template <class T>
 void sym_product(bool trans, int64_t m, int64_t k, T alpha, const T* x, int64_t ldx, T beta, T* c,
                  int64_t ldc, SymPlan plan);
 
+// C[m,m] (row stride ldc) = P·R for symmetric P, R [m,m] (row strides ldp, ldr) that commute, so
+// that the product is symmetric too (Muon's Gram-space Newton–Schulz: every matrix is a polynomial
+// in one Gram matrix). C is cut into square tiles of `block`; each tile on or above the diagonal is
+// one GEMM of P's row panel and R's column panel (the full depth m), its transpose copied below:
+// (nb + 1)/(2·nb) of a GEMM's multiply-adds for nb tiles a side. The tasks' shapes depend on m and
+// block only, so the bits do not depend on the thread count; the result is exactly symmetric (the
+// upper triangle's values). Commutation is the caller's promise: for P·R ≠ R·P the lower triangle
+// is the upper one's mirror, not P·R's. C may not alias P or R.
+template <class T>
+void sym_multiply(int64_t m, const T* p, int64_t ldp, const T* r, int64_t ldr, T* c, int64_t ldc,
+                  int64_t block);
+// The default tile side for m: a function of m only (README, Muon).
+int64_t sym_multiply_block(int64_t m);
+template <class T>
+void sym_multiply(int64_t m, const T* p, int64_t ldp, const T* r, int64_t ldr, T* c, int64_t ldc);
+
 }  // namespace zaya::ops::cpu
