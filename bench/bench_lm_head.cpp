@@ -1,10 +1,11 @@
-// The fused tied LM head + cross-entropy (ops::lm_head_xent_*) against today's unfused path
-// (linear_forward into an [N,V] buffer, xent_forward, xent_backward in place, linear_backward),
-// forward + backward, interleaved, best of `reps`, on the step-bench and tiny-kjv shapes; also
-// sgemm's rate on the logits product x·wᵀ measured in the same run. Prints each time, the
-// unfused/fused ratio, GFLOP/s (6·N·D·V model FLOPs per forward + backward; the fused op does
-// 8·N·D·V, recomputing the logits) and the largest differences between the two paths.
-// usage: bench_lm_head [reps=5] [which=both|fused|unfused] [shape=all|step-bench|tiny-kjv]
+// The tied LM head + cross-entropy, forward + backward, three ways: (a) unfused: linear_forward
+// into an [N,V] buffer, xent_forward, xent_backward in place, linear_backward (3 GEMMs of N·V·D);
+// (b) fused: lm_head_xent_forward then lm_head_xent_backward, tiles only (4 GEMMs: the logits are
+// recomputed); (c) one pass: lm_head_xent_forward_backward (3 GEMMs, row blocks of the whole
+// vocabulary). Interleaved, best of `reps`, on the step-bench and tiny-kjv shapes; also sgemm's
+// rate on the logits product x·wᵀ measured in the same run. Prints each time, the ratios, GFLOP/s
+// (6·N·D·V model FLOPs per forward + backward) and the largest differences against (a).
+// usage: bench_lm_head [reps=5] [which=all|fused|unfused|one_pass] [shape=all|step-bench|tiny-kjv]
 // (one path on one shape alone: for its max RSS)
 #include <omp.h>
 
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/ops.h"
@@ -43,6 +45,12 @@ void fused(Buffers& b, const Shape& s, double scale) {
                              t(b.lse, s.N, 1).view({s.N}), tg, scale);
 }
 
+void one_pass(Buffers& b, const Shape& s, double scale) {
+  const Tensor x = t(b.x, s.N, s.D), w = t(b.w, s.V, s.D), tg(b.target.data(), {s.N});
+  ops::lm_head_xent_forward_backward(t(b.loss, s.N, 1).view({s.N}), t(b.lse, s.N, 1).view({s.N}),
+                                     t(b.dx, s.N, s.D), t(b.dw, s.V, s.D), x, w, tg, scale);
+}
+
 void unfused(Buffers& b, const Shape& s, double scale) {
   if (b.logits.empty()) b.logits.resize(size_t(s.N * s.V));
   const Tensor x = t(b.x, s.N, s.D), w = t(b.w, s.V, s.D), tg(b.target.data(), {s.N});
@@ -69,7 +77,7 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 int main(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
-  const std::string which = argc > 2 ? argv[2] : "both";
+  const std::string which = argc > 2 ? argv[2] : "all";
   const std::string only = argc > 3 ? argv[3] : "all";
   const Shape shapes[] = {{"step-bench", 1024, 512, 8192}, {"tiny-kjv", 32768, 128, 1024}};
   std::printf("lm head + xent f32, forward + backward, threads=%d, best of %d\n",
@@ -89,8 +97,8 @@ int main(int argc, char** argv) {
     for (int64_t n = 0; n < s.N; ++n)
       b.target[size_t(n)] = n % 512 == 511 ? -1 : int32_t(n * 7919 % s.V);
     const double flops = 6.0 * double(s.N * s.D * s.V);
-    if (which != "both") {
-      auto f = which == "fused" ? fused : unfused;
+    if (which != "all") {
+      auto f = which == "fused" ? fused : which == "one_pass" ? one_pass : unfused;
       double best = 1e30;
       for (int r = 0; r <= reps; ++r) best = std::min(best, seconds(f, b, s));
       std::printf("%-10s %s only: %8.2f ms\n", s.name, which.c_str(), best * 1e3);
@@ -103,30 +111,39 @@ int main(int argc, char** argv) {
       return omp_get_wtime() - t0;
     };
     gemm_once();
-    seconds(fused, b, s);  // warm-up: tile buffers, page faults
+    seconds(fused, b, s);  // warm-up: tile and block buffers, page faults
+    seconds(one_pass, b, s);
     seconds(unfused, b, s);
-    double tf = 1e30, tu = 1e30, tg = 1e30;
+    double tf = 1e30, to = 1e30, tu = 1e30, tg = 1e30;
     for (int r = 0; r < reps; ++r) {
-      tf = std::min(tf, seconds(fused, b, s));
       tu = std::min(tu, seconds(unfused, b, s));
+      tf = std::min(tf, seconds(fused, b, s));
+      to = std::min(to, seconds(one_pass, b, s));
       tg = std::min(tg, gemm_once());
     }
-    // The two paths' results (dw accumulates: compare one fresh call of each).
-    Buffers u = b;
-    std::fill(b.dw.begin(), b.dw.end(), 0.0f);
-    std::fill(u.dw.begin(), u.dw.end(), 0.0f);
+    // The paths' results (dw accumulates: compare one fresh call of each).
+    Buffers u = b, o = b;
+    for (Buffers* z : {&b, &u, &o}) std::fill(z->dw.begin(), z->dw.end(), 0.0f);
     fused(b, s, 1.0 / double(s.N));
     unfused(u, s, 1.0 / double(s.N));
+    one_pass(o, s, 1.0 / double(s.N));
     const double sgemm = 2.0 * double(s.N * s.D * s.V) / tg;
-    std::printf(
-        "%-10s N=%lld D=%lld V=%lld: unfused %8.2f ms  fused %8.2f ms  ratio %.2fx  "
-        "fused %.1f GFLOP/s (model FLOPs; %.0f%% of sgemm %.1f GFLOP/s)  logits buffer %.1f MiB\n",
-        s.name, (long long)s.N, (long long)s.D, (long long)s.V, tu * 1e3, tf * 1e3, tu / tf,
-        flops / tf * 1e-9, 100.0 * flops / tf / sgemm, sgemm * 1e-9,
-        double(s.N * s.V) * 4 / (1 << 20));
-    std::printf("%-10s max |diff| loss %.2e  lse %.2e  dx %.2e  dw %.2e\n", s.name,
-                max_diff(b.loss, u.loss), max_diff(b.lse, u.lse), max_diff(b.dx, u.dx),
-                max_diff(b.dw, u.dw));
+    std::printf("%-10s N=%lld D=%lld V=%lld  sgemm x·wT %.1f GFLOP/s  logits buffer %.1f MiB\n",
+                s.name, (long long)s.N, (long long)s.D, (long long)s.V, sgemm * 1e-9,
+                double(s.N * s.V) * 4 / (1 << 20));
+    auto row = [&](const char* what, double sec) {
+      std::printf("%-10s   %-28s %8.2f ms  %6.1f GFLOP/s (%3.0f%% of sgemm)  unfused/this %.2fx\n",
+                  s.name, what, sec * 1e3, flops / sec * 1e-9, 100.0 * flops / sec / sgemm,
+                  tu / sec);
+    };
+    row("(a) unfused linear + xent", tu);
+    row("(b) fused forward + backward", tf);
+    row("(c) one pass", to);
+    std::printf("%-10s   fused/one pass %.2fx\n", s.name, tf / to);
+    for (const auto& [name, z] : {std::pair{"fused", &b}, std::pair{"one pass", &o}})
+      std::printf("%-10s   %-8s vs unfused max |diff| loss %.2e  lse %.2e  dx %.2e  dw %.2e\n",
+                  s.name, name, max_diff(z->loss, u.loss), max_diff(z->lse, u.lse),
+                  max_diff(z->dx, u.dx), max_diff(z->dw, u.dw));
   }
   return 0;
 }

@@ -68,10 +68,15 @@ struct Activations {
   Tensor h_final, x_final, rstd_final;  // [N,D], [N,D], [N]
   // [N,V] only with keep_logits (zaya eval --logits, tests that read them): model_forward then also
   // writes the logits; undefined otherwise. The loss never needs them: the fused LM head
-  // (ops::lm_head_xent_forward/backward) works in tiles.
+  // (ops::lm_head_xent_forward/backward, lm_head_xent_forward_backward) works in blocks.
   Tensor logits;
   Tensor lse, loss_rows;  // [N], [N]
   BackwardScratch g;
+  // Set by model_forward_and_head_backward (training): the LM head's gradient is already in g.dx
+  // and the embedding's gradient, for this grad scale; model_backward then starts after the head.
+  // Any other forward clears it.
+  bool head_grad_done = false;
+  double head_grad_scale = 0;
 
   Activations(const ZayaConfig& c, int64_t B, int64_t T, Device device = Device::Cpu,
               bool keep_logits = false);

@@ -31,8 +31,10 @@ Tensor host_i32(const int32_t* p, int64_t N) {
   return Tensor(const_cast<int32_t*>(p), {N});
 }
 
-// The forward pass once a.ids and a.targets hold the micro-batch.
-double forward_loaded(const Model& m, Activations& a);
+// The forward pass once a.ids and a.targets hold the micro-batch. With head_dw, the LM head's
+// backward for grad_scale too (a.g.dx, head_dw->embed).
+double forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw = nullptr,
+                      double grad_scale = 0);
 
 }  // namespace
 
@@ -50,9 +52,20 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids, const i
   return forward_loaded(m, a);
 }
 
+double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
+                                       const int32_t* targets, double grad_scale) {
+  ZAYA_ASSERT(m.has_grads(),
+              "model_forward_and_head_backward before zero_grads() allocated the gradients");
+  const int64_t N = a.B * a.T;
+  device_copy(a.ids.view({N}), host_i32(ids, N));
+  device_copy(a.targets, host_i32(targets, N));
+  return forward_loaded(m, a, &m.dw, grad_scale);
+}
+
 namespace {
 
-double forward_loaded(const Model& m, Activations& a) {
+double forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
+                      double grad_scale) {
   ZAYA_ASSERT(a.device() == m.device(), "model_forward: a {} model with {} activations",
               device_name(m.device()), device_name(a.device()));
   const ZayaConfig& c = m.config();
@@ -79,8 +92,15 @@ double forward_loaded(const Model& m, Activations& a) {
   const LayerActs& last = a.layers.back();
   ops::merge_rmsnorm_forward(a.h_final, a.x_final, a.rstd_final, last.o, last.h, w.final_res.ao,
                              w.final_res.bo, w.final_res.ar, w.final_res.br, w.final_norm, eps);
-  // The tied LM head and the loss in tiles (no [N,V] buffer); the logits only where kept.
-  ops::lm_head_xent_forward(a.loss_rows, a.lse, a.x_final, w.embed, a.targets);
+  // The tied LM head and the loss in blocks (no [N,V] buffer), in training with its backward; the
+  // logits only where kept.
+  if (head_dw)
+    ops::lm_head_xent_forward_backward(a.loss_rows, a.lse, a.g.dx, head_dw->embed, a.x_final,
+                                       w.embed, a.targets, grad_scale);
+  else
+    ops::lm_head_xent_forward(a.loss_rows, a.lse, a.x_final, w.embed, a.targets);
+  a.head_grad_done = head_dw != nullptr;
+  a.head_grad_scale = grad_scale;
   if (a.logits.defined()) ops::linear_forward(a.logits, a.x_final, w.embed, {});
   const int64_t scored = ops::count_scored(a.targets);
   return scored ? ops::sum(a.loss_rows) / double(scored) : 0.0;
@@ -98,7 +118,13 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
   BackwardScratch& g = a.g;
   const int64_t N = a.B * a.T;
 
-  ops::lm_head_xent_backward(g.dx, dw.embed, a.x_final, w.embed, a.lse, a.targets, grad_scale);
+  if (a.head_grad_done)  // model_forward_and_head_backward did the head
+    ZAYA_ASSERT(a.head_grad_scale == grad_scale,
+                "model_backward: grad_scale {} but the forward did the LM head for {}", grad_scale,
+                a.head_grad_scale);
+  else
+    ops::lm_head_xent_backward(g.dx, dw.embed, a.x_final, w.embed, a.lse, a.targets, grad_scale);
+  a.head_grad_done = false;  // a second model_backward would redo the head
 
   Tensor dh_cur = g.dh_a, dh_prev = g.dh_b;  // gradients of h_i and h_{i−1}
   ops::fill_zero(dh_cur);

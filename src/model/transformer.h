@@ -21,10 +21,21 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids, const i
 // ids[t+1]; the mean over the B·(T−1) positions 0..T−2.
 double model_forward(const Model& m, Activations& a, const int32_t* ids);
 
+// Training's forward: model_forward(m, a, ids, targets) with the LM head's backward for grad_scale
+// done in the same pass (ops::lm_head_xent_forward_backward: one logits product per row block, 3
+// GEMMs of N·V·D where forward + backward take 4). The gradient of the final norm's output goes to
+// the backward scratch (a.g.dx) and the head's share of the embedding gradient is added to
+// m.grads() now, so zero_grads() must come first; model_backward(m, a, grad_scale), with the same
+// grad_scale, then starts after the head. Same gradients as model_forward + model_backward up to
+// rounding.
+double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
+                                       const int32_t* targets, double grad_scale);
+
 // Backward of (grad_scale · Σ per-position losses); for the gradient of the mean loss pass
 // 1/(positions with a target). Parameter gradients accumulate into m.grads(). The LM head's
-// logits are recomputed tile by tile (a.logits, when kept, is left as it is). Must follow
-// model_forward on the same activations.
+// logits are recomputed tile by tile (a.logits, when kept, is left as it is), unless
+// model_forward_and_head_backward already did the head. Must follow model_forward (or
+// model_forward_and_head_backward) on the same activations.
 void model_backward(Model& m, Activations& a, double grad_scale);
 
 }  // namespace zaya

@@ -618,6 +618,20 @@ void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, 
                    scale);
 }
 
+void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const Tensor& dx,
+                                   const Tensor& dw, const Tensor& x, const Tensor& w,
+                                   const Tensor& target, double scale) {
+  const auto [N, D] = check_lm_head("lm_head_xent_forward_backward", x, w, lse, target);
+  ZAYA_ASSERT(loss.defined() && dx.defined() && dw.defined(),
+              "lm_head_xent_forward_backward: loss, dx and dw are required");
+  check_float(x, loss, dx, dw);
+  check_numel(loss, N, "lm_head_xent_forward_backward: loss");
+  check_numel(dx, N * D, "lm_head_xent_forward_backward: dx");
+  check_numel(dw, w.numel(), "lm_head_xent_forward_backward: dw");
+  ZAYA_OP_DISPATCH(lm_head_xent_forward_backward, (loss, lse, dx, dw, x, w, target), loss, lse, dx,
+                   dw, x, w, target, scale);
+}
+
 // ---------------------------------------------------------------- decoding
 
 void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u, const Tensor& w0,

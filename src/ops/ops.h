@@ -198,6 +198,15 @@ void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x
 // depend on the thread count.
 void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
                            const Tensor& lse, const Tensor& target, double scale);
+// Training's one pass: loss[N] and lse[N] as lm_head_xent_forward, and with the gradient scale
+// known before the forward, dx[N,D] = P · w (overwrite) and dw[V,D] += Pᵀ · x as
+// lm_head_xent_backward, from ONE logits product per row block (3 GEMMs of N·V·D in all, against
+// forward + backward's 4). Row blocks of 16–256 rows (a function of V) hold their whole vocabulary
+// (≤ max(2^21, 16·V) floats each, never [N,V]); dx and dw are required. Same results as forward +
+// backward up to rounding; the bits do not depend on the thread count.
+void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const Tensor& dx,
+                                   const Tensor& dw, const Tensor& x, const Tensor& w,
+                                   const Tensor& target, double scale);
 
 // ---------------------------------------------------------------- decoding (forward only)
 // The two-stage CCA conv continued from a carried state (spec §4.8). u[L,C] holds L new

@@ -524,7 +524,9 @@ StepResult Trainer::Impl::train_step() {
     train_data->next_batch(inputs.data(), targets.data(), B);
     heartbeat::enter(Section::ForwardBackward);
     const ops::MatmulPrecisionScope matmuls(device, precision);
-    loss += model_forward(m, *acts, inputs.data(), targets.data()) / double(cfg.grad_accum);
+    // (The LM head's backward rides along with its forward: one logits product, not two.)
+    loss += model_forward_and_head_backward(m, *acts, inputs.data(), targets.data(), grad_scale) /
+            double(cfg.grad_accum);
     counts->add(config(), *acts);
     model_backward(m, *acts, grad_scale);
   }

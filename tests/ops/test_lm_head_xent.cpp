@@ -99,6 +99,27 @@ Out<T> run_fused(const Problem& p, double scale, bool want_dx = true, bool want_
   return o;
 }
 
+// The one-pass op (lm_head_xent_forward_backward) in T, with the same conventions as run_fused.
+template <class T>
+Out<T> run_one_pass(const Problem& p, double scale, int threads = 0) {
+  const int64_t N = p.N, D = p.D, V = p.V;
+  std::vector<T> x = cast<T>(p.x), w = cast<T>(p.w);
+  std::vector<int32_t> target = p.target;
+  Out<T> o{std::vector<T>(N, T(-3)), std::vector<T>(N, T(-3)), std::vector<T>(N * D, T(7)),
+           std::vector<T>(V * D)};
+  const std::vector<T> dw0 = cast<T>(randn<float>(V * D, 99, 1e-3 * scale));
+  o.dw = dw0;
+  const int keep = omp_get_max_threads();
+  if (threads) omp_set_num_threads(threads);
+  ops::lm_head_xent_forward_backward(Tensor(o.loss.data(), {N}), Tensor(o.lse.data(), {N}),
+                                     Tensor(o.dx.data(), {N, D}), Tensor(o.dw.data(), {V, D}),
+                                     Tensor(x.data(), {N, D}), Tensor(w.data(), {V, D}),
+                                     Tensor(target.data(), {N}), scale);
+  if (threads) omp_set_num_threads(keep);
+  for (size_t i = 0; i < o.dw.size(); ++i) o.dw[i] -= dw0[i];
+  return o;
+}
+
 // Today's unfused path in f32: linear_forward into [N,V], xent_forward, xent_backward in place,
 // linear_backward.
 Out<float> run_unfused(const Problem& p, double scale) {
@@ -227,4 +248,154 @@ TEST(LmHeadXentDeathTest, TargetOutOfRangeAsserts) {
                                          Tensor(x.data(), {3, 4}), Tensor(w.data(), {5, 4}),
                                          Tensor(p.target.data(), {3})),
                "target\\[1\\] = 5");
+}
+
+// ---- lm_head_xent_forward_backward (one logits product per row block). Its row blocks have
+// 16–256 rows (256 for V ≤ 8192, 16 from V = 131072 on) and its dw chunks 128–512 entries.
+
+TEST(LmHeadXentOnePass, F32MatchesReferenceOnOddSizes) {
+  // N = 257 and 300: a partial last row block of 256; V = 1025, 2500, 4099: partial last chunks.
+  for (int64_t V : {1, 7, 1025, 2500, 4099})
+    for (int64_t N : {1, 7, 257, 300})
+      for (int64_t D : {1, 33}) {
+        const Problem p = make_problem(N, D, V, uint64_t(N * 131 + D * 7 + V + 5));
+        const double scale = 1.0 / double(N);
+        const auto ref = reference(p, scale);
+        const auto out = run_one_pass<float>(p, scale);
+        const std::string at =
+            " N=" + std::to_string(N) + " D=" + std::to_string(D) + " V=" + std::to_string(V);
+        expect_close(out.loss, ref.loss, kOpAbs, kOpRel, ("loss" + at).c_str());
+        expect_close(out.lse, ref.lse, kOpAbs, kOpRel, ("lse" + at).c_str());
+        expect_close(out.dx, ref.dx, kOpAbs * scale, kOpRel, ("dx" + at).c_str());
+        expect_close(out.dw, ref.dw, kOpAbs * scale, kOpRel, ("dw" + at).c_str());
+        for (int64_t n = 0; n < N; ++n)
+          if (p.target[n] < 0) {
+            EXPECT_EQ(out.loss[n], 0.f) << "ignored row " << n << at;
+            for (int64_t d = 0; d < D; ++d) EXPECT_EQ(out.dx[n * D + d], 0.f) << "ignored row";
+          }
+      }
+}
+
+TEST(LmHeadXentOnePass, LargeVocabularySmallBlocks) {
+  // V = 140000: blocks of 16 rows (2^21 / V < 16), so N = 41 has two full blocks and a partial one.
+  const Problem p = make_problem(41, 3, 140000, 7);
+  const double scale = 0.05;
+  const auto ref = reference(p, scale);
+  const auto out = run_one_pass<float>(p, scale);
+  expect_close(out.loss, ref.loss, kOpAbs, kOpRel, "loss V=140000");
+  expect_close(out.lse, ref.lse, kOpAbs, kOpRel, "lse V=140000");
+  expect_close(out.dx, ref.dx, kOpAbs * scale, kOpRel, "dx V=140000");
+  expect_close(out.dw, ref.dw, kOpAbs * scale, kOpRel, "dw V=140000");
+}
+
+TEST(LmHeadXentOnePass, F64MatchesReference) {
+  const Problem p = make_problem(300, 9, 1025, 13);
+  const auto ref = reference(p, 0.25);
+  const auto out = run_one_pass<double>(p, 0.25);
+  expect_close(out.loss, ref.loss, 1e-12, 1e-12, "loss f64");
+  expect_close(out.lse, ref.lse, 1e-12, 1e-12, "lse f64");
+  expect_close(out.dx, ref.dx, 1e-13, 1e-10, "dx f64");
+  expect_close(out.dw, ref.dw, 1e-13, 1e-10, "dw f64");
+}
+
+TEST(LmHeadXentOnePass, MatchesNumericalGradient) {
+  for (int64_t V : {1, 11, 300}) {
+    Problem p = make_problem(7, 5, V, 23);
+    const double scale = 0.37;
+    const int64_t N = p.N, D = p.D;
+    std::vector<double> dx_scratch(N * D), dw_scratch(V * D);
+    auto loss = [&] {  // the loss the op itself reports
+      std::vector<double> l(N), lse(N);
+      ops::lm_head_xent_forward_backward(
+          Tensor(l.data(), {N}), Tensor(lse.data(), {N}), Tensor(dx_scratch.data(), {N, D}),
+          Tensor(dw_scratch.data(), {V, D}), Tensor(p.x.data(), {N, D}), Tensor(p.w.data(), {V, D}),
+          Tensor(p.target.data(), {N}), scale);
+      double s = 0;
+      for (double v : l) s += scale * v;
+      return s;
+    };
+    const auto out = run_one_pass<double>(p, scale);
+    expect_grad_close(out.dx, numerical_grad(loss, p.x.data(), p.x.size()), kGradRelDouble, "dx");
+    expect_grad_close(out.dw, numerical_grad(loss, p.w.data(), p.w.size()), kGradRelDouble, "dw");
+  }
+}
+
+TEST(LmHeadXentOnePass, MatchesForwardThenBackward) {
+  // Several row blocks and chunks, above the threading threshold, partial last block and chunk.
+  for (int64_t V : {1025, 8192}) {
+    const Problem p = make_problem(600, 64, V, 33);
+    const double scale = 1.0 / 400;
+    const auto one = run_one_pass<float>(p, scale);
+    const auto two = run_fused<float>(p, scale);
+    // f32 rounding only: the two-pass against the online log-sum-exp, exp(ℓ − m)/Σ against
+    // exp(ℓ − lse), the order of the sums over rows of dw.
+    expect_close(one.loss, two.loss, 2e-6, 1e-6, "loss one pass vs forward + backward");
+    expect_close(one.lse, two.lse, 2e-6, 1e-6, "lse one pass vs forward + backward");
+    expect_close(one.dx, two.dx, 3e-6 * scale, 1e-5, "dx one pass vs forward + backward");
+    expect_close(one.dw, two.dw, 3e-6 * scale, 1e-5, "dw one pass vs forward + backward");
+  }
+}
+
+TEST(LmHeadXentOnePass, SameBitsForAnyThreadCount) {
+  const Problem p = make_problem(1100, 32, 1300, 43);  // 5 blocks, the last of 76 rows
+  const auto one = run_one_pass<float>(p, 0.01, 1);
+  for (int threads : {2, 3}) {
+    const auto many = run_one_pass<float>(p, 0.01, threads);
+    EXPECT_EQ(one.loss, many.loss) << threads << " threads";
+    EXPECT_EQ(one.lse, many.lse) << threads << " threads";
+    EXPECT_EQ(one.dx, many.dx) << threads << " threads";
+    EXPECT_EQ(one.dw, many.dw) << threads << " threads";
+  }
+}
+
+TEST(LmHeadXentOnePass, IgnoredRowsAndBlocks) {
+  // Rows 256…511 (the second block) all ignored: that block adds nothing to dw; the others do.
+  Problem p = make_problem(700, 16, 1025, 53);
+  for (int64_t n = 256; n < 512; ++n) p.target[size_t(n)] = -1;
+  const auto ref = reference(p, 0.5);
+  const auto out = run_one_pass<float>(p, 0.5);
+  expect_close(out.lse, ref.lse, kOpAbs, kOpRel, "lse");
+  expect_close(out.dw, ref.dw, kOpAbs * 0.5, kOpRel, "dw");
+  for (int64_t n = 0; n < p.N; ++n)
+    if (p.target[size_t(n)] < 0) {
+      EXPECT_EQ(out.loss[n], 0.f);
+      for (int64_t d = 0; d < p.D; ++d) EXPECT_EQ(out.dx[n * p.D + d], 0.f);
+    }
+  const Problem none = make_problem(300, 16, 1025, 51, /*all_ignored=*/true);
+  const auto zero = run_one_pass<float>(none, 0.5);
+  expect_close(zero.lse, reference(none, 0.5).lse, kOpAbs, kOpRel, "lse of ignored rows");
+  for (float v : zero.loss) EXPECT_EQ(v, 0.f);
+  for (float v : zero.dx) EXPECT_EQ(v, 0.f);
+  for (float v : zero.dw) EXPECT_EQ(v, 0.f);  // the prefill is untouched
+}
+
+TEST(LmHeadXentOnePass, AccumulatesIntoDw) {
+  // Two calls on the same dw add up to twice one call (micro-batches sum), within rounding.
+  const Problem p = make_problem(300, 8, 600, 63);
+  const int64_t N = p.N, D = p.D, V = p.V;
+  std::vector<float> x = cast<float>(p.x), w = cast<float>(p.w), loss(N), lse(N), dx(N * D);
+  std::vector<float> dw1(V * D), dw2(V * D);
+  std::vector<int32_t> target = p.target;
+  auto call = [&](std::vector<float>& dw) {
+    ops::lm_head_xent_forward_backward(Tensor(loss.data(), {N}), Tensor(lse.data(), {N}),
+                                       Tensor(dx.data(), {N, D}), Tensor(dw.data(), {V, D}),
+                                       Tensor(x.data(), {N, D}), Tensor(w.data(), {V, D}),
+                                       Tensor(target.data(), {N}), 0.1);
+  };
+  call(dw1);
+  call(dw2);
+  call(dw2);
+  for (float& v : dw1) v *= 2;
+  expect_close(dw2, dw1, 1e-7, 1e-6, "dw after two calls");
+}
+
+TEST(LmHeadXentOnePassDeathTest, TargetOutOfRangeAsserts) {
+  Problem p = make_problem(3, 4, 5, 73);
+  p.target[2] = -2;
+  std::vector<float> x = cast<float>(p.x), w = cast<float>(p.w), loss(3), lse(3), dx(12), dw(20);
+  EXPECT_DEATH(ops::lm_head_xent_forward_backward(
+                   Tensor(loss.data(), {3}), Tensor(lse.data(), {3}), Tensor(dx.data(), {3, 4}),
+                   Tensor(dw.data(), {5, 4}), Tensor(x.data(), {3, 4}), Tensor(w.data(), {5, 4}),
+                   Tensor(p.target.data(), {3}), 1.0),
+               "target\\[2\\] = -2");
 }

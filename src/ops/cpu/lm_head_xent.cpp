@@ -16,6 +16,10 @@
 // block and on their chunk: each dx_r and each dw_c is written by one task at a time, in one fixed
 // order of tiles, and tiles that share neither run in parallel with no barrier between diagonals.
 // The bits do not depend on the thread count.
+//
+// Forward + backward in one pass (training, where the gradient scale is known before the forward):
+// each row block's logits are computed once over the whole vocabulary into a bounded slot buffer
+// and serve the loss, dx and dw: 3 GEMMs of N·V·D instead of 4 (see forward_backward_blocks).
 #include <omp.h>
 
 #include <algorithm>
@@ -213,6 +217,111 @@ void backward_tiles(T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD, const T* l
   });
 }
 
+// ---- The one-pass training op (lm_head_xent_forward_backward): one logits product per row
+// block. A block's logits [rows, V] go to a slot buffer; the block's task (block_pass) takes the
+// exact two-pass softmax of each row in place (max, then Σ exp in f64), writes loss and lse, turns
+// the row into P and computes dx_r = P·w; then one task per vocabulary chunk c adds
+// dw_c += P[:, c]ᵀ · x_r. The chunk tasks of every block depend (inout) on their chunk, so each
+// dw_c receives the blocks in order 0, 1, 2 … on any thread count; a slot is reused only once the
+// chunk tasks of the block before have read it (inout on the slot after their `in`).
+
+constexpr int64_t kBlockFloats = int64_t(1) << 21;  // logits of one row block (V ≤ 2^17)
+constexpr int64_t kMinBlockRows = 16, kMaxBlockRows = 256;
+
+// Rows of a block: as many as fit in kBlockFloats, 16 to 256; a function of V only (the bits).
+int64_t block_rows_of(int64_t V) {
+  return std::clamp(kBlockFloats / V, kMinBlockRows, kMaxBlockRows);
+}
+
+// One BLAS call on the calling thread, whatever the shape: ops/cpu/blas.h's gemm would cut a large
+// product into panels outside a parallel region and not inside one (a team of one thread is not
+// "in parallel"), which differ in their last bits.
+template <class T>
+void one_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m > 0 && n > 0)
+    blas_detail::call_single_threaded<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+struct Blocks {
+  int64_t N, V, D, rows, chunk;  // rows per block, vocabulary entries per dw chunk
+  int64_t count() const { return (N + rows - 1) / rows; }
+  int64_t chunks() const { return (V + chunk - 1) / chunk; }
+  int64_t r0(int64_t r) const { return r * rows; }
+  int64_t r1(int64_t r) const { return std::min(N, (r + 1) * rows); }
+  int64_t c0(int64_t c) const { return c * chunk; }
+  int64_t c1(int64_t c) const { return std::min(V, (c + 1) * chunk); }
+  bool parallel() const { return N * V > kParallelMin && count() > 1; }
+};
+
+// Block r: p[rows, V] = x_r · wᵀ; per row the loss, the lse and P = scale·(softmax − onehot) in
+// place (zero for target −1); dx_r = P · w. Returns nothing: dw is the chunk tasks'.
+template <class T>
+void block_pass(T* p, T* loss_N, T* lse_N, T* dx_ND, const T* x_ND, const T* w_VD,
+                const int32_t* target_N, double scale, const Blocks& b, int64_t r) {
+  const int64_t r0 = b.r0(r), rows = b.r1(r) - r0, V = b.V, D = b.D;
+  one_gemm<T>(false, true, rows, V, D, T(1), x_ND + r0 * D, D, w_VD, D, T(0), p, V);
+  bool scored = false;
+  for (int64_t i = 0; i < rows; ++i) {
+    T* row = p + i * V;
+    const int64_t t = target_N[r0 + i];
+    const T m = max_of(row, V);
+    const double lt = t >= 0 ? double(row[t]) : 0.0;
+    const double sum = sum_exp(row, V, m);  // row ← exp(ℓ − m)
+    const double lse = double(m) + std::log(sum);
+    lse_N[r0 + i] = T(lse);
+    loss_N[r0 + i] = t < 0 ? T(0) : T(lse - lt);
+    if (t < 0) {
+      std::fill_n(row, V, T(0));
+      continue;
+    }
+    scored = true;
+    const T f = T(scale / sum);  // exp(ℓ − lse) = exp(ℓ − m) / Σ
+    for (int64_t j = 0; j < V; ++j) row[j] *= f;
+    row[t] = T(scale * std::expm1(lt - lse));  // p − 1, no cancellation
+  }
+  if (scored)
+    one_gemm<T>(false, false, rows, D, V, T(1), p, V, w_VD, D, T(0), dx_ND + r0 * D, D);
+  else
+    std::fill_n(dx_ND + r0 * D, rows * D, T(0));
+}
+
+template <class T>
+void forward_backward_blocks(T* loss_N, T* lse_N, T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD,
+                             const int32_t* target_N, double scale, const Blocks b) {
+  const int64_t R = b.count(), C = b.chunks();
+  const int64_t threads = b.parallel() ? omp_get_max_threads() : 1;
+  const int64_t slots = std::min(R, threads + 1);  // blocks in flight (scheduling only, not bits)
+  const int64_t slot = std::min(b.rows, b.N) * b.V;
+  // (The calling thread's vectors, kept for the next call: a warm call allocates nothing.)
+  thread_local std::vector<T> buf;
+  if (buf.size() < size_t(slots * slot)) buf.resize(size_t(slots * slot));
+  thread_local std::vector<char> deps;  // the dependence objects: one per slot, one per chunk
+  deps.resize(size_t(slots + C));
+  char* slot_dep = deps.data();
+  char* col_dep = slot_dep + slots;
+  T* const slot_buf = buf.data();
+#pragma omp parallel if (b.parallel())
+#pragma omp single
+  for (int64_t r = 0; r < R; ++r) {
+    T* p = slot_buf + (r % slots) * slot;
+    char* sd = slot_dep + r % slots;
+#pragma omp task default(shared) firstprivate(r, p) depend(inout : sd[0])
+    block_pass(p, loss_N, lse_N, dx_ND, x_ND, w_VD, target_N, scale, b, r);
+    bool scored = false;  // a block with no scored row adds nothing to dw
+    for (int64_t n = b.r0(r); n < b.r1(r) && !scored; ++n) scored = target_N[n] >= 0;
+    if (!scored) continue;
+    for (int64_t c = 0; c < C; ++c) {
+#pragma omp task default(shared) firstprivate(r, c, p) depend(in : sd[0]) depend(inout : col_dep[c])
+      {
+        const int64_t r0 = b.r0(r), c0 = b.c0(c);
+        one_gemm<T>(true, false, b.c1(c) - c0, b.D, b.r1(r) - r0, T(1), p + c0, b.V,
+                    x_ND + r0 * b.D, b.D, T(1), dw_VD + c0 * b.D, b.D);
+      }
+    }
+  }
+}
+
 void check_targets(const char* op, const int32_t* target, int64_t N, int64_t V) {
   for (int64_t n = 0; n < N; ++n)
     ZAYA_ASSERT(target[n] >= -1 && target[n] < V, "{}: target[{}] = {} not in [-1, {})", op, n,
@@ -246,6 +355,20 @@ void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, 
   ZAYA_DISPATCH_FLOAT(x.dtype, backward_tiles(ptr_or_null<scalar_t>(dx), ptr_or_null<scalar_t>(dw),
                                               x.ptr<scalar_t>(), w.ptr<scalar_t>(),
                                               lse.ptr<scalar_t>(), target_N, scale, g));
+}
+
+void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const Tensor& dx,
+                                   const Tensor& dw, const Tensor& x, const Tensor& w,
+                                   const Tensor& target, double scale) {
+  const int64_t D = x.size(-1), V = w.size(0);
+  const Blocks b{x.numel() / D, V, D, block_rows_of(V), chunk_of(V)};
+  const int32_t* target_N = target.ptr<int32_t>();
+  check_targets("lm_head_xent_forward_backward", target_N, b.N, b.V);
+  if (b.N == 0) return;
+  ZAYA_DISPATCH_FLOAT(
+      x.dtype, forward_backward_blocks(loss.ptr<scalar_t>(), lse.ptr<scalar_t>(),
+                                       dx.ptr<scalar_t>(), dw.ptr<scalar_t>(), x.ptr<scalar_t>(),
+                                       w.ptr<scalar_t>(), target_N, scale, b));
 }
 
 }  // namespace zaya::ops::cpu
