@@ -137,6 +137,24 @@ Out<float> run_unfused(const Problem& p, double scale) {
   return o;
 }
 
+// An f32 result against the double reference: loss, lse, and the gradients (they carry the
+// factor `scale`, so the absolute tolerance does too); ignored rows give loss 0 and dx 0.
+void expect_matches_reference(const Problem& p, const Out<float>& out, const Out<double>& ref,
+                              double scale) {
+  const int64_t N = p.N, D = p.D;
+  const std::string at =
+      " N=" + std::to_string(N) + " D=" + std::to_string(D) + " V=" + std::to_string(p.V);
+  expect_close(out.loss, ref.loss, kOpAbs, kOpRel, ("loss" + at).c_str());
+  expect_close(out.lse, ref.lse, kOpAbs, kOpRel, ("lse" + at).c_str());
+  expect_close(out.dx, ref.dx, kOpAbs * scale, kOpRel, ("dx" + at).c_str());
+  expect_close(out.dw, ref.dw, kOpAbs * scale, kOpRel, ("dw" + at).c_str());
+  for (int64_t n = 0; n < N; ++n)
+    if (p.target[n] < 0) {
+      EXPECT_EQ(out.loss[n], 0.f) << "ignored row " << n << at;
+      for (int64_t d = 0; d < D; ++d) EXPECT_EQ(out.dx[n * D + d], 0.f) << "ignored row";
+    }
+}
+
 }  // namespace
 
 TEST(LmHeadXent, F32MatchesReferenceOnOddSizes) {
@@ -148,18 +166,7 @@ TEST(LmHeadXent, F32MatchesReferenceOnOddSizes) {
         const double scale = 1.0 / double(N);
         const auto ref = reference(p, scale);
         const auto out = run_fused<float>(p, scale);
-        const std::string at =
-            " N=" + std::to_string(N) + " D=" + std::to_string(D) + " V=" + std::to_string(V);
-        expect_close(out.loss, ref.loss, kOpAbs, kOpRel, ("loss" + at).c_str());
-        expect_close(out.lse, ref.lse, kOpAbs, kOpRel, ("lse" + at).c_str());
-        // The gradients carry the factor `scale`, so the absolute tolerance does too.
-        expect_close(out.dx, ref.dx, kOpAbs * scale, kOpRel, ("dx" + at).c_str());
-        expect_close(out.dw, ref.dw, kOpAbs * scale, kOpRel, ("dw" + at).c_str());
-        for (int64_t n = 0; n < N; ++n)
-          if (p.target[n] < 0) {
-            EXPECT_EQ(out.loss[n], 0.f) << "ignored row " << n << at;
-            for (int64_t d = 0; d < D; ++d) EXPECT_EQ(out.dx[n * D + d], 0.f) << "ignored row";
-          }
+        expect_matches_reference(p, out, ref, scale);
       }
 }
 
@@ -262,17 +269,7 @@ TEST(LmHeadXentOnePass, F32MatchesReferenceOnOddSizes) {
         const double scale = 1.0 / double(N);
         const auto ref = reference(p, scale);
         const auto out = run_one_pass<float>(p, scale);
-        const std::string at =
-            " N=" + std::to_string(N) + " D=" + std::to_string(D) + " V=" + std::to_string(V);
-        expect_close(out.loss, ref.loss, kOpAbs, kOpRel, ("loss" + at).c_str());
-        expect_close(out.lse, ref.lse, kOpAbs, kOpRel, ("lse" + at).c_str());
-        expect_close(out.dx, ref.dx, kOpAbs * scale, kOpRel, ("dx" + at).c_str());
-        expect_close(out.dw, ref.dw, kOpAbs * scale, kOpRel, ("dw" + at).c_str());
-        for (int64_t n = 0; n < N; ++n)
-          if (p.target[n] < 0) {
-            EXPECT_EQ(out.loss[n], 0.f) << "ignored row " << n << at;
-            for (int64_t d = 0; d < D; ++d) EXPECT_EQ(out.dx[n * D + d], 0.f) << "ignored row";
-          }
+        expect_matches_reference(p, out, ref, scale);
       }
 }
 
