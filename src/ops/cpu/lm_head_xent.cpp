@@ -50,13 +50,14 @@ int64_t chunk_of(int64_t V) {
   return chunk;
 }
 
-// Tiles [r0, r1) × [c0, c1) of the grid.
+// Tiles [r0, r1) × [c0, c1) of the grid: row blocks of `block` rows (kRowBlock for the tiled
+// forward and backward, block_rows_of(V) for the one pass) × vocabulary chunks of `chunk`.
 struct Grid {
-  int64_t N, V, D, chunk;
-  int64_t rows() const { return (N + kRowBlock - 1) / kRowBlock; }
+  int64_t N, V, D, chunk, block = kRowBlock;
+  int64_t rows() const { return (N + block - 1) / block; }
   int64_t chunks() const { return (V + chunk - 1) / chunk; }
-  int64_t r0(int64_t r) const { return r * kRowBlock; }
-  int64_t r1(int64_t r) const { return std::min(N, (r + 1) * kRowBlock); }
+  int64_t r0(int64_t r) const { return r * block; }
+  int64_t r1(int64_t r) const { return std::min(N, (r + 1) * block); }
   int64_t c0(int64_t c) const { return c * chunk; }
   int64_t c1(int64_t c) const { return std::min(V, (c + 1) * chunk); }
   bool parallel() const { return N * V > kParallelMin && rows() > 1; }
@@ -187,7 +188,7 @@ void backward_tiles(T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD, const T* l
   thread_local std::vector<char> scored_rows;
   scored_rows.assign(size_t(g.rows()), 0);
   for (int64_t n = 0; n < g.N; ++n)
-    if (target_N[n] >= 0) scored_rows[size_t(n / kRowBlock)] = 1;
+    if (target_N[n] >= 0) scored_rows[size_t(n / g.block)] = 1;
   const char* scored = scored_rows.data();
   T* const tiles = tile_buffers<T>();
   for_tiles_ordered(g.rows(), g.chunks(), g.parallel(), [&](int64_t r, int64_t c) {
@@ -243,22 +244,11 @@ void one_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const 
     blas_detail::call_single_threaded<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-struct Blocks {
-  int64_t N, V, D, rows, chunk;  // rows per block, vocabulary entries per dw chunk
-  int64_t count() const { return (N + rows - 1) / rows; }
-  int64_t chunks() const { return (V + chunk - 1) / chunk; }
-  int64_t r0(int64_t r) const { return r * rows; }
-  int64_t r1(int64_t r) const { return std::min(N, (r + 1) * rows); }
-  int64_t c0(int64_t c) const { return c * chunk; }
-  int64_t c1(int64_t c) const { return std::min(V, (c + 1) * chunk); }
-  bool parallel() const { return N * V > kParallelMin && count() > 1; }
-};
-
 // Block r: p[rows, V] = x_r · wᵀ; per row the loss, the lse and P = scale·(softmax − onehot) in
 // place (zero for target −1); dx_r = P · w. Returns nothing: dw is the chunk tasks'.
 template <class T>
 void block_pass(T* p, T* loss_N, T* lse_N, T* dx_ND, const T* x_ND, const T* w_VD,
-                const int32_t* target_N, double scale, const Blocks& b, int64_t r) {
+                const int32_t* target_N, double scale, const Grid& b, int64_t r) {
   const int64_t r0 = b.r0(r), rows = b.r1(r) - r0, V = b.V, D = b.D;
   one_gemm<T>(false, true, rows, V, D, T(1), x_ND + r0 * D, D, w_VD, D, T(0), p, V);
   bool scored = false;
@@ -288,11 +278,11 @@ void block_pass(T* p, T* loss_N, T* lse_N, T* dx_ND, const T* x_ND, const T* w_V
 
 template <class T>
 void forward_backward_blocks(T* loss_N, T* lse_N, T* dx_ND, T* dw_VD, const T* x_ND, const T* w_VD,
-                             const int32_t* target_N, double scale, const Blocks b) {
-  const int64_t R = b.count(), C = b.chunks();
+                             const int32_t* target_N, double scale, const Grid b) {
+  const int64_t R = b.rows(), C = b.chunks();
   const int64_t threads = b.parallel() ? omp_get_max_threads() : 1;
   const int64_t slots = std::min(R, threads + 1);  // blocks in flight (scheduling only, not bits)
-  const int64_t slot = std::min(b.rows, b.N) * b.V;
+  const int64_t slot = std::min(b.block, b.N) * b.V;
   // (The calling thread's vectors, kept for the next call: a warm call allocates nothing.)
   thread_local std::vector<T> buf;
   if (buf.size() < size_t(slots * slot)) buf.resize(size_t(slots * slot));
@@ -361,7 +351,7 @@ void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const 
                                    const Tensor& dw, const Tensor& x, const Tensor& w,
                                    const Tensor& target, double scale) {
   const int64_t D = x.size(-1), V = w.size(0);
-  const Blocks b{x.numel() / D, V, D, block_rows_of(V), chunk_of(V)};
+  const Grid b{x.numel() / D, V, D, chunk_of(V), block_rows_of(V)};
   const int32_t* target_N = target.ptr<int32_t>();
   check_targets("lm_head_xent_forward_backward", target_N, b.N, b.V);
   if (b.N == 0) return;
