@@ -3,8 +3,9 @@
 // against the same iteration with plain GEMMs, on a few shapes. Per shape: the best time of each
 // (the two interleaved rep by rep, so that a busy machine slows both alike), their ratio (system.md
 // §4 target: symmetric ≥ 1.3x) and their agreement, the largest |symmetric − plain| over the output
-// (tests/train/test_newton_schulz.cpp asks ≤ 1e-5); then the worst ratio. usage: bench_muon
-// [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]
+// (tests/train/test_newton_schulz.cpp asks ≤ 1e-5); then the worst ratio.
+//
+// usage: bench_muon [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]
 //                   [shapes: "RxC,RxC,…" instead of the three]
 // cpu: the process's CPU time instead of wall time, steadier on a busy machine for one thread
 // (OMP_NUM_THREADS=1); with more threads it also counts OpenMP's spin-waiting.
@@ -52,7 +53,15 @@ int main(int argc, char** argv) {
     shapes.clear();
     for (const char* p = argv[4]; *p;) {
       char* end;
-      const long long r = std::strtoll(p, &end, 10), c = std::strtoll(end + 1, &end, 10);
+      const long long r = std::strtoll(p, &end, 10);
+      const bool x = end != p && *end == 'x';
+      const char* q = x ? end + 1 : end;
+      const long long c = x ? std::strtoll(q, &end, 10) : 0;
+      if (!x || end == q || r < 1 || c < 1 || (*end != ',' && *end != '\0')) {
+        std::fprintf(stderr, "bench_muon: shapes must be RxC,RxC,… with R, C ≥ 1, got '%s'\n",
+                     argv[4]);
+        return 2;
+      }
       shapes.push_back({r, c});
       p = *end ? end + 1 : end;
     }
