@@ -171,6 +171,22 @@ TEST(Moe, ForwardMatchesReferenceOnOddSizes) {
         }
 }
 
+// The experts' f32 SwiGLU is the decoder's silu_mul, bit for bit (both are ops/cpu/swiglu.h), at a
+// width with a SIMD body and a tail (H = 37).
+TEST(Moe, ExpertActivationIsTheDecodersSiluMul) {
+  auto c = make_case(65, 3, 16, 74, 900);
+  const auto got = run_forward<float>(c);
+  const int64_t F = c.F, H = c.H();
+  for (int64_t n = 0; n < c.N; ++n) {
+    if (c.choice_N[n] == c.E) continue;
+    std::vector<float> gu(&got.gu_NF[n * F], &got.gu_NF[n * F] + F),
+        act(static_cast<size_t>(H), 0.0f);
+    ops::silu_mul(Tensor(act.data(), {1, H}), Tensor(gu.data(), {1, F}));
+    for (int64_t j = 0; j < H; ++j)
+      ASSERT_EQ(float(got.act_NH[n * H + j]), act[j]) << n << " " << j;
+  }
+}
+
 TEST(Moe, BackwardMatchesNumericalGradient) {
   for (Route route : {Route::WithSkip, Route::NoSkip}) {
     SCOPED_TRACE(route == Route::WithSkip ? "with skip" : "no skip");

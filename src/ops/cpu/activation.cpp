@@ -1,12 +1,13 @@
 // Exact (erf) GELU on the CPU, elementwise on any shape (spec §5.3): y = x·Φ(x),
 // dx = dy·(Φ(x) + x·φ(x)). Φ(x) = ½(1 + erf(x/√2)) is evaluated as ½·erfc(−x/√2), the same
 // function without the cancellation of 1 + erf for negative x. Also the decoder's SwiGLU middle
-// silu_mul, in f32 as z / (1 + e^−z) · u.
+// silu_mul (swiglu.h: the experts' f32 SwiGLU, the same bits).
 #include <cmath>
 
 #include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/swiglu.h"
 
 namespace zaya::ops::cpu {
 
@@ -39,11 +40,8 @@ void backward(T* dx, const T* dy, const T* x, int64_t n) {
 // act[m] = silu(g) ⊙ u for [g ; u] = gu[m] (the decoder's f32 SwiGLU).
 void silu_mul_rows(float* act_MH, const float* gu_MF, int64_t M, int64_t H) {
 #pragma omp parallel for schedule(static) if (M * H > kParallelMin)
-  for (int64_t m = 0; m < M; ++m) {
-    const float* g = gu_MF + m * 2 * H;
-    float* a = act_MH + m * H;
-    for (int64_t j = 0; j < H; ++j) a[j] = g[j] / (1.0f + std::exp(-g[j])) * g[H + j];
-  }
+  for (int64_t m = 0; m < M; ++m)
+    swiglu_row(act_MH + m * H, gu_MF + m * 2 * H, gu_MF + m * 2 * H + H, H);
 }
 
 }  // namespace

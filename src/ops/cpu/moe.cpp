@@ -16,7 +16,6 @@
 //   tok_M, x_MD, gu_MF, act_MH, …        one expert's token indices and gathered rows
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -24,15 +23,11 @@
 #include "ops/check.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/parallel.h"
+#include "ops/cpu/swiglu.h"
 
 namespace zaya::ops::cpu {
 
 namespace {
-
-template <class T>
-T sigmoid(T z) {
-  return T(1) / (T(1) + std::exp(-z));
-}
 
 // Token indices grouped by class: class e owns order[offset[e] .. offset[e+1]), ascending.
 struct Dispatch {
@@ -96,11 +91,7 @@ void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32
     gather_rows(x_MD, x_ND, tok_M, M, D);
     gemm(false, true, M, F, D, T(1), x_MD, D, w1_EFD + e * F * D, D, T(0), gu_MF, F);
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
-    for (int64_t m = 0; m < M; ++m) {
-      const T* gu = gu_MF + m * F;
-      T* act = act_MH + m * H;
-      for (int64_t j = 0; j < H; ++j) act[j] = gu[j] * sigmoid(gu[j]) * gu[H + j];
-    }
+    for (int64_t m = 0; m < M; ++m) swiglu_row(act_MH + m * H, gu_MF + m * F, gu_MF + m * F + H, H);
     gemm(false, true, M, D, H, T(1), act_MH, H, w2_EDH + e * D * H, H, T(0), f_MD, D);
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
@@ -171,13 +162,7 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
 #pragma omp parallel for schedule(static) if (M * F > kParallelMin)
     for (int64_t m = 0; m < M; ++m) {
       const T* gu = gu_NF + tok_M[m] * F;
-      const T* dact = dact_MH + m * H;
-      T* dgu = dgu_MF + m * F;
-      for (int64_t j = 0; j < H; ++j) {
-        const T z = gu[j], u = gu[H + j], sig = sigmoid(z);
-        dgu[j] = dact[j] * u * sig * (T(1) + z * (T(1) - sig));  // SiLU'(g) = σ(1 + g(1 − σ))
-        dgu[H + j] = dact[j] * z * sig;
-      }
+      swiglu_backward_row(dgu_MF + m * F, dgu_MF + m * F + H, dact_MH + m * H, gu, gu + H, H);
     }
     gemm(true, false, F, D, M, T(1), dgu_MF, F, x_MD, D, T(1), dw1_EFD + e * F * D, D);
     gemm(false, false, M, D, F, T(1), dgu_MF, F, w1_FD, D, T(0), dx_MD, D);
