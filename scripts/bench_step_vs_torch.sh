@@ -7,6 +7,8 @@
 #   usage: scripts/bench_step_vs_torch.sh [ROUNDS=3] [zaya bench step flags: --config --batch
 #          --seq-len --steps --warmup --threads]
 # Needs Debian's python3-torch (/usr/bin/python3). `make bench-step` runs it on step-bench.
+# TORCH_LIBS=DIR puts DIR first on PyTorch's library path only (not zaya's): e.g. the folder of
+# another OpenBLAS build's libblas.so.3, such as Debian's default pthread one (README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 zaya=${ZAYA:-build/release/zaya}
@@ -24,7 +26,8 @@ $py -c "import torch" 2>/dev/null || { echo "bench-step: needs python3-torch (ap
 results=()
 for ((r = 1; r <= rounds; ++r)); do
   z=$(OMP_NUM_THREADS=$threads "$zaya" bench step --json --threads "$threads" "${args[@]}")
-  t=$(OMP_NUM_THREADS=$threads $py scripts/reference/bench_torch_step.py --threads "$threads" "${args[@]}")
+  t=$(OMP_NUM_THREADS=$threads LD_LIBRARY_PATH=${TORCH_LIBS:-${LD_LIBRARY_PATH:-}} \
+    $py scripts/reference/bench_torch_step.py --threads "$threads" "${args[@]}")
   results+=("$z" "$t")
   $py - "$r" "$z" "$t" <<'PY'
 import json, sys

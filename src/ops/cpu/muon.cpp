@@ -61,6 +61,15 @@ bool gram_space(int64_t m, int64_t n) {
 // plain path's for one more A = X·Xᵀ and one more m²n product.
 constexpr int kGramStageSteps = 3;
 
+// B = kB·A + kA·I for A [m,m]: the whole matrix, or (upper) its upper triangle only, all that
+// sym_product reads of the C it adds to.
+template <class T>
+void affine_of_gram(T* b, const T* a, int64_t m, bool upper) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = upper ? i : 0; j < m; ++j)
+      b[i * m + j] = T(kB) * a[i * m + j] + (i == j ? T(kA) : T(0));
+}
+
 // `steps` steps from w to next (both [rows,cols]) in the Gram space of w.
 template <class T>
 void gram_stage(Workspace<T>& ws, const T* w, T* next, bool tall, int64_t m, int64_t n, int steps) {
@@ -72,8 +81,7 @@ void gram_stage(Workspace<T>& ws, const T* w, T* next, bool tall, int64_t m, int
   sym_product<T>(tall, m, n, T(1), w, cols, T(0), a, m);  // A₀ = X₀·X₀ᵀ
   for (int s = 0; s < steps; ++s) {
     // B = a·I + b·A + c·A·A
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < m; ++j) b[i * m + j] = T(kB) * a[i * m + j] + (i == j ? T(kA) : T(0));
+    affine_of_gram(b, a, m, true);
     sym_product<T>(false, m, m, T(kC), a, m, T(1), b, m);
     // Q ← B·Q (Q₁ = B₀)
     if (s == 0) {
@@ -137,8 +145,7 @@ void newton_schulz_impl(T* out, const T* g, int64_t rows, int64_t cols, int step
       gemm<T>(tall, !tall, m, m, n, T(1), w, cols, w, cols, T(0), a, m);
     }
     // B = a·I + b·A + c·A·A, so that a·X + (b·A + c·A·A)·X is one product
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < m; ++j) b[i * m + j] = T(kB) * a[i * m + j] + (i == j ? T(kA) : T(0));
+    affine_of_gram(b, a, m, symmetric);
     if (symmetric) {
       sym_product<T>(false, m, m, T(kC), a, m, T(1), b, m);
     } else {

@@ -65,6 +65,17 @@ void finish_rows(T* c, int64_t ldc, const T* partial, int64_t np, int64_t m, int
   for (int64_t is = r0; is < r1; is += kSub)
     for (int64_t js = diagonal ? is : 0; js < nj; js += kSub) {
       const int64_t ie = std::min(r1, is + kSub), je = std::min(nj, js + kSub);
+      if (ie - is == kSub && je - js == kSub && !(diagonal && is == js)) {
+        // A whole sub-tile off the diagonal: fixed trip counts, so the copies unroll and vectorise
+        // (the general loop below is ~4x slower per element).
+        const T* src = c + (i0 + is) * ldc + j0 + js;
+        for (int64_t i = 0; i < kSub; ++i)
+          for (int64_t j = 0; j < kSub; ++j) buf[j][i] = src[i * ldc + j];
+        T* dst = c + (j0 + js) * ldc + i0 + is;
+        for (int64_t j = 0; j < kSub; ++j)
+          for (int64_t i = 0; i < kSub; ++i) dst[j * ldc + i] = buf[j][i];
+        continue;
+      }
       for (int64_t i = is; i < ie; ++i)
         for (int64_t j = js; j < je; ++j) buf[j - js][i - is] = c[(i0 + i) * ldc + j0 + j];
       for (int64_t j = js; j < je; ++j) {
