@@ -37,16 +37,17 @@ int run_train(const TrainArgs& a) {
   }
   if (a.config.empty()) fail("--config FILE.toml is required (see configs/ and --print-config)");
   validate_train_config(cfg);
-  if (!a.record_untuned.empty()) {  // a diagnostic of this run, not a config key (checkpoints)
-    if (cfg.device != "gpu")
-      fail("--record-untuned records GPU GEMMs: it needs train.device = gpu");
-    gpu::set_gemm_recording(a.record_untuned);
-  }
+  if (!a.record_untuned.empty() && cfg.device != "gpu")
+    fail("--record-untuned records GPU GEMMs: it needs train.device = gpu");
   // GPU training under mpirun/srun: the NCCL group (collectives on the GPU buffers).
   std::unique_ptr<dist::Group> group =
       dist::make_group_for(cfg.device == "gpu" ? Device::Gpu : Device::Cpu);
+  // A diagnostic of this run, not a config key (checkpoints). Rank 0 alone writes the file: every
+  // rank runs the same GEMMs but its experts' row counts, which vary from step to step anyway.
+  const bool record = !a.record_untuned.empty() && group->rank() == 0;
+  if (record) gpu::set_gemm_recording(a.record_untuned);
   const TrainSummary s = run_training(cfg, TrainOptions{.quiet = a.quiet, .group = group.get()});
-  if (!a.record_untuned.empty())
+  if (record)
     log_info("train: {} GEMM shapes written to {}", gpu::write_gemm_recording(), a.record_untuned);
   const auto val = [](double v) {
     return std::isnan(v) ? std::string("–") : fmt::format("{:.4f}", v);

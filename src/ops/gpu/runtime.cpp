@@ -10,6 +10,7 @@
 
 #include "core/assert.h"
 #include "core/device.h"
+#include "ops/gpu/size_class.h"
 
 namespace zaya::gpu {
 
@@ -57,16 +58,6 @@ Context make_context() {
 const Context& context() {
   static const Context c = make_context();
   return c;
-}
-
-// Size classes: 512-byte granules up to 1 MiB, then quarters of the next power of two (at most
-// 25% slack), so a training step's repeated shapes hit the cache.
-size_t size_class(size_t bytes) {
-  if (bytes <= (size_t(1) << 20)) return (bytes + 511) & ~size_t(511);
-  size_t p = size_t(1) << 20;
-  while (p < bytes) p <<= 1;
-  const size_t quarter = p / 4;
-  return (bytes + quarter - 1) / quarter * quarter;
 }
 
 struct Allocator {
