@@ -91,9 +91,20 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
   used += 2;
   state_ = Buffer(used * sizeof(float), device_);  // zero-initialised
   scratch_ = Buffer(largest * sizeof(float), device_);
-  bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float), device_);  // padding: zero
-  if (!alone()) shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
   if (device_ != Device::Cpu) counts_ = Buffer(largest_k * sizeof(double), device_);
+  if (alone()) {
+    for (const Piece& p : pieces_) {
+      if (p.rule == Rule::Balance) continue;
+      const int64_t at = int64_t(layout_.specs[p.spec].offset) + p.begin;
+      if (!grad_runs_.empty() && grad_runs_.back().first + grad_runs_.back().second == at)
+        grad_runs_.back().second += p.n;
+      else
+        grad_runs_.push_back({at, p.n});
+    }
+    return;
+  }
+  bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float), device_);  // padding: zero
+  shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
   // The bucket's copy lists: every rank's segments in (pack), the others' out (unpack).
   for (const ZeroSegment& z : plan_.segments) {
     const ops::CopySegment in{int64_t(layout_.specs[z.spec].offset) + z.begin,
@@ -109,8 +120,9 @@ bool Optimizer::alone() const {
   return group_.size() == 1;
 }
 
-float* Optimizer::shard() const {
-  return static_cast<float*>(alone() ? bucket_.data() : shard_.data());
+Tensor Optimizer::grad_of(const Model& m, const Piece& p, int64_t n) const {
+  return alone() ? flat(m.grads() + layout_.specs[p.spec].offset + p.begin, n)
+                 : flat(shard() + p.shard, n);
 }
 
 size_t Optimizer::total_state_bytes() const {
@@ -136,9 +148,14 @@ double Optimizer::reduce_gradients(const Model& m) {
   ZAYA_ASSERT(m.has_grads(), "optimizer: the model has no gradients");
   ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
               device_name(device_), device_name(m.device()));
+  if (alone()) {  // the gradients stay where the model wrote them
+    double sum = 0;
+    for (const auto& [offset, n] : grad_runs_) sum += ops::sum_squares(flat(m.grads() + offset, n));
+    return std::sqrt(sum);
+  }
   // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
   ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_);
-  if (!alone()) group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
+  group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
   double sum = ops::sum_squares(flat(shard(), plan_.elements[size_t(group_.rank())]));
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
   return std::sqrt(sum);
@@ -173,7 +190,7 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
     const size_t end = p.rule == Rule::Muon ? muon_batch_end(pieces_, i, layout_) : i + 1;
     const int64_t count = int64_t(end - i), n = count * p.n;
     const Tensor w = flat(m.params() + s.offset + p.begin, n);
-    const Tensor g = flat(shard() + p.shard, n);
+    const Tensor g = grad_of(m, p, n);
     if (p.rule == Rule::Muon) {
       if (clip != 1.0) ops::scale(g, clip);
       muon_update(w, g, flat(state() + p.s0, n), flat(static_cast<float*>(scratch_.data()), n),

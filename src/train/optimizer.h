@@ -114,11 +114,14 @@ class Optimizer {
   dist::Group& group_;
   ParamLayout layout_;  // copy: names, shapes and offsets of the model's arenas
   ZeroPlan plan_;
-  std::vector<Piece> pieces_;             // owned pieces in shard order, then the Balance buffers
-  Device device_;                         // the model's: every buffer below lives there
-  Buffer state_;                          // F32 optimizer state of this rank, one allocation
-  Buffer bucket_;                         // F32 [world·chunk]: gradients out, parameters back
-  Buffer shard_;                          // F32 [chunk]: this rank's summed gradients (none alone)
+  std::vector<Piece> pieces_;  // owned pieces in shard order, then the Balance buffers
+  Device device_;              // the model's: every buffer below lives there
+  Buffer state_;               // F32 optimizer state of this rank, one allocation
+  Buffer bucket_;              // F32 [world·chunk]: gradients out, parameters back (none alone)
+  Buffer shard_;               // F32 [chunk]: this rank's summed gradients (none alone)
+  // Alone: the layout ranges [offset, offset + length) the owned pieces cover, adjacent pieces
+  // merged (the gradient norm's sums: one per run, few on any model).
+  std::vector<std::pair<int64_t, int64_t>> grad_runs_;
   Buffer scratch_;                        // F32: Muon's u / O, sized for the largest owned matrix
   Buffer counts_;                         // F64 [largest K]: a layer's routing counts (GPU only)
   std::vector<ops::CopySegment> pack_;    // gradients → bucket: every segment
@@ -127,10 +130,12 @@ class Optimizer {
   int64_t steps_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
-  // One rank alone: the bucket is its shard (no reduce-scatter to receive into, no all-gather of
-  // the parameters back: they were updated in place).
+  // One rank alone: no bucket and no shard. The update reads the model's gradients in place (no
+  // pack, no reduce-scatter, no all-gather of the parameters back: they were updated in place).
   bool alone() const;
-  float* shard() const;
+  float* shard() const { return static_cast<float*>(shard_.data()); }
+  // Piece p's gradient (count·p.n elements): in the shard, or in the model's arena when alone.
+  Tensor grad_of(const Model& m, const Piece& p, int64_t n) const;
   // n floats at p, memory of device_ (the optimizer's buffers and the model's arenas).
   Tensor flat(float* p, int64_t n) const { return Tensor(p, {n}).on(device_); }
   Tensor bucket_all() const { return flat(bucket(), plan_.bucket_elements()); }

@@ -434,12 +434,15 @@ void Trainer::Impl::log_setup() {
   const double state_total = double(optim->total_state_bytes());
   const ZeroPlan& plan = optim->plan();
   const auto [least, most] = std::minmax_element(plan.elements.begin(), plan.elements.end());
+  const std::string sharding =
+      world == 1 ? std::string("one rank: the gradients are read in place, no ZeRO bucket")
+                 : fmt::format("shards of {}–{} parameters in a {} × {} bucket", *least, *most,
+                               world, plan.chunk);
   log_info(
       "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
-      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); shards of {}–{} "
-      "parameters in a {} × {} bucket",
+      "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); {}",
       world, group.backend(), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
-      state_total / (1 << 20), state_max / state_total, *least, *most, world, plan.chunk);
+      state_total / (1 << 20), state_max / state_total, sharding);
 }
 
 // Collective: the mean over eval_batches global batches, split over the ranks like training.
