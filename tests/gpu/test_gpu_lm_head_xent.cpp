@@ -1,7 +1,8 @@
-// lm_head_xent_forward / lm_head_xent_backward (the fused tied LM head + cross-entropy) on the GPU
-// against the CPU backend (label gpu; skips without a device): odd sizes, ignored rows, all rows
-// ignored, dw accumulating onto a prefill, and the ZAYA1 vocabulary 262,272 with more rows than
-// one 64 MiB logits block holds (so the GPU's row blocking runs more than one block).
+// lm_head_xent_forward / _backward / _forward_backward (the fused tied LM head + cross-entropy; the
+// last one training's one pass) on the GPU against the CPU backend (label gpu; skips without a
+// device) and the one pass against the GPU's own two ops, bit for bit: odd sizes, ignored rows, all
+// rows ignored, dw accumulating onto a prefill, and the ZAYA1 vocabulary 262,272 with more rows
+// than one 64 MiB logits block holds (so the GPU's row blocking runs more than one block).
 #include "gpu/gpu_test_util.h"
 
 namespace zaya::test {
@@ -41,6 +42,31 @@ void run_case(int64_t N, int64_t D, int64_t V, uint64_t seed, bool all_ignored =
   else
     expect_nmse(dx, kGpuF32Nmse, "dx");
   expect_nmse(dw, kGpuF32Nmse, "dw");
+
+  // Training's one pass: the GPU's own forward + backward bit for bit (the same kernels on the
+  // same blocks, the logits computed once), and the CPU's one pass within the f32 bound.
+  DevicePair loss1(DType::F32, {N}), lse1(DType::F32, {N}), loss2(DType::F32, {N}),
+      lse2(DType::F32, {N});
+  DevicePair dx1 = random_pair(DType::F32, {N, D}, seed + 2);
+  DevicePair dw1 = random_pair(DType::F32, {V, D}, seed + 3, 1e-3);
+  DevicePair dx2 = random_pair(DType::F32, {N, D}, seed + 2);
+  DevicePair dw2 = random_pair(DType::F32, {V, D}, seed + 3, 1e-3);
+  ops::lm_head_xent_forward_backward(loss1.gpu, lse1.gpu, dx1.gpu, dw1.gpu, x.gpu, w.gpu,
+                                     target.gpu, scale);
+  ops::lm_head_xent_forward(loss2.gpu, lse2.gpu, x.gpu, w.gpu, target.gpu);
+  ops::lm_head_xent_backward(dx2.gpu, dw2.gpu, x.gpu, w.gpu, lse2.gpu, target.gpu, scale);
+  EXPECT_EQ(loss1.gpu_values(), loss2.gpu_values());
+  EXPECT_EQ(lse1.gpu_values(), lse2.gpu_values());
+  EXPECT_EQ(dx1.gpu_values(), dx2.gpu_values());
+  EXPECT_EQ(dw1.gpu_values(), dw2.gpu_values());
+  ops::lm_head_xent_forward_backward(loss1.cpu, lse1.cpu, dx1.cpu, dw1.cpu, x.cpu, w.cpu,
+                                     target.cpu, scale);
+  expect_nmse(lse1, kGpuF32Nmse, "one pass: lse");
+  expect_nmse(dw1, kGpuF32Nmse, "one pass: dw");
+  if (!all_ignored && V > 1) {
+    expect_nmse(loss1, kGpuF32Nmse, "one pass: loss");
+    expect_nmse(dx1, kGpuF32Nmse, "one pass: dx");
+  }
 }
 
 TEST(GpuLmHeadXent, MatchesCpu) {

@@ -4,7 +4,8 @@
 // steady state), never the whole [N, V]. Forward: gemm, then xent_forward on the block. Backward:
 // the block's logits are recomputed, turned into dlogits in place by xent_backward, then
 // dx_block = dlogits · w (overwrite) and dw += dlogitsᵀ · x_block, blocks in order (deterministic).
-// A kernel that fuses the GEMM with the online log-sum-exp is issue 17's.
+// Training's one pass computes each block's logits once for all three. A kernel that fuses the
+// GEMM with the online log-sum-exp is not built.
 #include <algorithm>
 
 #include "ops/backend.h"
@@ -62,6 +63,34 @@ void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x
   }
 }
 
+namespace {
+
+// One block's gradients from its dlogits at p [rows, V]: dx[r0 …, D] = dlogits · w (overwrite)
+// and dw[V, D] += dlogitsᵀ · x[r0 …]; an undefined dx or dw is skipped.
+void block_grads(const float* p, const Tensor& dx, const Tensor& dw, const Tensor& x,
+                 const Tensor& w, const Blocks& b, int64_t r0, int64_t rows) {
+  if (dx.defined()) {
+    Gemm g;
+    g.M = rows, g.N = b.D, g.K = b.V;
+    g.a = GemmOperand{p, DType::F32, b.V, false};
+    g.b = GemmOperand{w.data, DType::F32, b.D, false};
+    g.c = dx.ptr<float>() + r0 * b.D, g.ldc = b.D;
+    g.beta = 0.0f;
+    gemm(g);
+  }
+  if (dw.defined()) {
+    Gemm g;
+    g.M = b.V, g.N = b.D, g.K = rows;
+    g.a = GemmOperand{p, DType::F32, b.V, true};
+    g.b = GemmOperand{x.ptr<float>() + r0 * b.D, DType::F32, b.D, false};
+    g.c = dw.ptr<float>(), g.ldc = b.D;
+    g.beta = 1.0f;
+    gemm(g);
+  }
+}
+
+}  // namespace
+
 void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
                            const Tensor& lse, const Tensor& target, double scale) {
   ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_backward: the GPU computes in F32");
@@ -75,35 +104,32 @@ void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, 
     block_logits(p, x, w, b, r0, rows);
     const Tensor block = on_gpu(p, rows, b.V);
     xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
-    if (dx.defined()) {  // dx[r0 …, D] = dlogits · w
-      Gemm g;
-      g.M = rows, g.N = b.D, g.K = b.V;
-      g.a = GemmOperand{p, DType::F32, b.V, false};
-      g.b = GemmOperand{w.data, DType::F32, b.D, false};
-      g.c = dx.ptr<float>() + r0 * b.D, g.ldc = b.D;
-      g.beta = 0.0f;
-      gemm(g);
-    }
-    if (dw.defined()) {  // dw[V, D] += dlogitsᵀ · x[r0 …]
-      Gemm g;
-      g.M = b.V, g.N = b.D, g.K = rows;
-      g.a = GemmOperand{p, DType::F32, b.V, true};
-      g.b = GemmOperand{x.ptr<float>() + r0 * b.D, DType::F32, b.D, false};
-      g.c = dw.ptr<float>(), g.ldc = b.D;
-      g.beta = 1.0f;
-      gemm(g);
-    }
+    block_grads(p, dx, dw, x, w, b, r0, rows);
   }
 }
 
-// The one-pass training op, composed on the GPU from the forward and the backward above: 4 GEMMs
-// of N·V·D (the logits twice), where the CPU's one pass does 3. Same results as forward + backward
-// (bit for bit: it is them); a GPU one-pass kernel is issue 17's with the fused log-sum-exp.
+// The one-pass training op: each block's logits are computed once, give the block's loss and lse
+// (xent_forward), become its dlogits in place (xent_backward) and then its dx and dw — 3 GEMMs of
+// N·V·D, as on the CPU, where forward + backward do 4. The same kernels on the same blocks as
+// forward + backward, so the same bits.
 void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const Tensor& dx,
                                    const Tensor& dw, const Tensor& x, const Tensor& w,
                                    const Tensor& target, double scale) {
-  lm_head_xent_forward(loss, lse, x, w, target);
-  lm_head_xent_backward(dx, dw, x, w, lse, target, scale);
+  ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_forward_backward: the GPU computes in F32");
+  const Blocks b = blocks_of(x, w);
+  if (b.N == 0) return;
+  const Tensor loss_N = loss.view({b.N}), lse_N = lse.view({b.N}), target_N = target.view({b.N});
+  Scratch logits(size_t(b.rows * b.V) * sizeof(float));
+  float* p = logits.as<float>();
+  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
+    const int64_t rows = std::min(b.rows, b.N - r0);
+    block_logits(p, x, w, b, r0, rows);
+    const Tensor block = on_gpu(p, rows, b.V);
+    xent_forward(loss_N.rows(r0, r0 + rows), lse_N.rows(r0, r0 + rows), block,
+                 target_N.rows(r0, r0 + rows));
+    xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
+    block_grads(p, dx, dw, x, w, b, r0, rows);
+  }
 }
 
 }  // namespace zaya::ops::gpu
