@@ -548,6 +548,12 @@ bool available() noexcept {
   return true;
 }
 
+bool pin_host(void* /*p*/, size_t /*bytes*/) noexcept {
+  return false;  // device memory is host memory here: nothing to lock
+}
+
+void unpin_host(void* /*p*/) noexcept {}
+
 std::string describe() {
   return fmt::format("gpu emulator (scripts/gpu_emu): fibers on the host, {}-lane warps, {} SMs",
                      emu::kWarpLanes, multiprocessor_count());

@@ -36,6 +36,13 @@ void fill_zero(void* p, size_t bytes);
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 // Waits until every GPU operation issued so far has finished (timing, benchmarks).
 void synchronize();
+// Page-locks the host memory [p, p + bytes) for every device (copies to and from it then run at
+// the link's DMA rate instead of through the driver's pageable bounce buffers): the checkpoint
+// staging of a GPU run. Returns false where it cannot (no GPU backend, the emulator, the driver
+// refused): the memory stays usable, copies are just slower. unpin_host undoes a pin (before the
+// memory is freed); both never throw.
+bool pin_host(void* p, size_t bytes) noexcept;
+void unpin_host(void* p) noexcept;
 // Whether this build has a GPU backend and a device to run it on (false in a CPU-only build, or
 // where the driver reports no device). Never throws; tests labelled `gpu` skip when false.
 bool available() noexcept;

@@ -44,6 +44,12 @@ bool available() noexcept {
   return false;
 }
 
+bool pin_host(void* /*p*/, size_t /*bytes*/) noexcept {
+  return false;
+}
+
+void unpin_host(void* /*p*/) noexcept {}
+
 std::string describe() {
   return "this build has no GPU backend (configure with -DZAYA_GPU=CUDA or HIP)";
 }

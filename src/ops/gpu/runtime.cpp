@@ -189,6 +189,19 @@ bool available() noexcept {
   }
 }
 
+bool pin_host(void* p, size_t bytes) noexcept {
+  if (!p || bytes == 0 || !available()) return false;
+  // Portable: pinned for every device context, whichever thread registers it (the staging is
+  // allocated on a background thread).
+  if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
+  (void)cudaGetLastError();  // not sticky: the copies still work from pageable memory
+  return false;
+}
+
+void unpin_host(void* p) noexcept {
+  if (p && cudaHostUnregister(p) != cudaSuccess) (void)cudaGetLastError();
+}
+
 std::string describe() {
   try {
     const Context& c = context();

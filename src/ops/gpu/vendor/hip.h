@@ -29,6 +29,9 @@
 #define cudaMalloc hipMalloc
 #define cudaFree hipFree
 #define cudaMemcpyAsync hipMemcpyAsync
+#define cudaHostRegister hipHostRegister
+#define cudaHostUnregister hipHostUnregister
+#define cudaHostRegisterPortable hipHostRegisterPortable
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMemcpyKind hipMemcpyKind
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
