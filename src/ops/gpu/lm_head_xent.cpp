@@ -89,23 +89,34 @@ void block_grads(const float* p, const Tensor& dx, const Tensor& dw, const Tenso
   }
 }
 
+// The blocks of the backward: each block's logits, turned into dlogits in place, then its dx and
+// dw. With `loss` defined (the one pass), each block's loss and lse are first computed from the
+// same logits (xent_forward), so the logits are computed once for all three.
+void backward_blocks(const Tensor& loss, const Tensor& lse, const Tensor& dx, const Tensor& dw,
+                     const Tensor& x, const Tensor& w, const Tensor& target, double scale) {
+  const Blocks b = blocks_of(x, w);
+  const Tensor lse_N = lse.view({b.N}), target_N = target.view({b.N});
+  Scratch logits(size_t(b.rows * b.V) * sizeof(float));
+  float* p = logits.as<float>();
+  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
+    const int64_t rows = std::min(b.rows, b.N - r0);
+    block_logits(p, x, w, b, r0, rows);
+    const Tensor block = on_gpu(p, rows, b.V);
+    if (loss.defined())
+      xent_forward(loss.view({b.N}).rows(r0, r0 + rows), lse_N.rows(r0, r0 + rows), block,
+                   target_N.rows(r0, r0 + rows));
+    xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
+    block_grads(p, dx, dw, x, w, b, r0, rows);
+  }
+}
+
 }  // namespace
 
 void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
                            const Tensor& lse, const Tensor& target, double scale) {
   ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_backward: the GPU computes in F32");
-  const Blocks b = blocks_of(x, w);
-  if (b.N == 0 || (!dx.defined() && !dw.defined())) return;
-  const Tensor lse_N = lse.view({b.N}), target_N = target.view({b.N});
-  Scratch dlogits(size_t(b.rows * b.V) * sizeof(float));
-  float* p = dlogits.as<float>();
-  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
-    const int64_t rows = std::min(b.rows, b.N - r0);
-    block_logits(p, x, w, b, r0, rows);
-    const Tensor block = on_gpu(p, rows, b.V);
-    xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
-    block_grads(p, dx, dw, x, w, b, r0, rows);
-  }
+  if (blocks_of(x, w).N == 0 || (!dx.defined() && !dw.defined())) return;
+  backward_blocks(Tensor{}, lse, dx, dw, x, w, target, scale);
 }
 
 // The one-pass training op: each block's logits are computed once, give the block's loss and lse
@@ -116,20 +127,8 @@ void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const 
                                    const Tensor& dw, const Tensor& x, const Tensor& w,
                                    const Tensor& target, double scale) {
   ZAYA_ASSERT(x.dtype == DType::F32, "lm_head_xent_forward_backward: the GPU computes in F32");
-  const Blocks b = blocks_of(x, w);
-  if (b.N == 0) return;
-  const Tensor loss_N = loss.view({b.N}), lse_N = lse.view({b.N}), target_N = target.view({b.N});
-  Scratch logits(size_t(b.rows * b.V) * sizeof(float));
-  float* p = logits.as<float>();
-  for (int64_t r0 = 0; r0 < b.N; r0 += b.rows) {
-    const int64_t rows = std::min(b.rows, b.N - r0);
-    block_logits(p, x, w, b, r0, rows);
-    const Tensor block = on_gpu(p, rows, b.V);
-    xent_forward(loss_N.rows(r0, r0 + rows), lse_N.rows(r0, r0 + rows), block,
-                 target_N.rows(r0, r0 + rows));
-    xent_backward(block, block, lse_N.rows(r0, r0 + rows), target_N.rows(r0, r0 + rows), scale);
-    block_grads(p, dx, dw, x, w, b, r0, rows);
-  }
+  if (blocks_of(x, w).N == 0) return;
+  backward_blocks(loss, lse, dx, dw, x, w, target, scale);
 }
 
 }  // namespace zaya::ops::gpu
