@@ -75,6 +75,14 @@ void device_copy(const Tensor& dst, const Tensor& src) {
     gpu::copy(dst.data, dst.device, src.data, src.device, bytes);
 }
 
+void device_copy_async(const Tensor& dst, const Tensor& src) {
+  if (dst.device != Device::Gpu || src.device != Device::Cpu) return device_copy(dst, src);
+  ZAYA_ASSERT(dst.dtype == src.dtype && dst.numel() == src.numel(),
+              "device_copy_async: {} {} into {} {}", dtype_name(src.dtype), src.shape_str(),
+              dtype_name(dst.dtype), dst.shape_str());
+  gpu::copy_to_device_async(dst.data, src.data, src.nbytes());
+}
+
 void device_fill_zero(const Tensor& t) {
   if (t.defined() && t.nbytes()) fill_zero_bytes(t.data, t.nbytes(), t.device);
 }

@@ -54,6 +54,10 @@ class Arena {
 
 // dst = src, byte for byte, across devices: same dtype and element count (shapes may differ).
 void device_copy(const Tensor& dst, const Tensor& src);
+// device_copy that, from the host to a GPU, returns once the copy is issued
+// (gpu::copy_to_device_async: src must stay unchanged until a gpu::Fence recorded after this call
+// has passed); any other pair of devices is device_copy.
+void device_copy_async(const Tensor& dst, const Tensor& src);
 // Every byte of t = 0 (an undefined or empty tensor is a no-op).
 void device_fill_zero(const Tensor& t);
 

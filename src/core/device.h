@@ -34,8 +34,28 @@ void fill_zero(void* p, size_t bytes);
 // Copies between any two devices; at least one side is Device::Gpu. Returns once the bytes are
 // at dst (the host may then read or free its side).
 void copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// A host→device copy that returns once it is issued: the bytes at src are read later, in stream
+// order, so the host must leave them unchanged until a Fence recorded after this call has passed.
+// From page-locked memory (pin_host) it is a DMA that runs while the host works on; from pageable
+// memory the driver stages the bytes first (src is then free at once, but the call may wait).
+void copy_to_device_async(void* dst, const void* src, size_t bytes);
 // Waits until every GPU operation issued so far has finished (timing, benchmarks).
 void synchronize();
+// A point in the GPU's work: record() marks everything issued so far, wait() blocks the host until
+// that has run (at once when nothing was recorded). The host's half of an asynchronous copy. In a
+// build without a GPU backend, or in the emulator, nothing runs asynchronously: both are no-ops.
+class Fence {
+ public:
+  Fence() = default;
+  ~Fence();
+  Fence(const Fence&) = delete;
+  Fence& operator=(const Fence&) = delete;
+  void record();
+  void wait();
+
+ private:
+  void* event_ = nullptr;  // the backend's event, made by the first record()
+};
 // Page-locks the host memory [p, p + bytes) for every device (copies to and from it then run at
 // the link's DMA rate instead of through the driver's pageable bounce buffers): the checkpoint
 // staging of a GPU run. Returns false where it cannot (no GPU backend, the emulator, the driver

@@ -31,10 +31,16 @@ Tensor host_i32(const int32_t* p, int64_t N) {
   return Tensor(const_cast<int32_t*>(p), {N});
 }
 
-// The forward pass once a.ids and a.targets hold the micro-batch. With head_dw, the LM head's
-// backward for grad_scale too (a.g.dx, head_dw->embed).
-double forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw = nullptr,
-                      double grad_scale = 0);
+// The forward pass once a.ids and a.targets hold the micro-batch, up to a.loss_rows. With head_dw,
+// the LM head's backward for grad_scale too (a.g.dx, head_dw->embed).
+void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw = nullptr,
+                    double grad_scale = 0);
+
+// The mean of a.loss_rows over the positions with a target (read back to the host).
+double loss_mean(const Activations& a) {
+  const int64_t scored = ops::count_scored(a.targets);
+  return scored ? ops::sum(a.loss_rows) / double(scored) : 0.0;
+}
 
 }  // namespace
 
@@ -42,14 +48,16 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids) {
   const int64_t N = a.B * a.T;
   device_copy(a.ids.view({N}), host_i32(ids, N));
   ops::shift_targets(a.targets, a.ids.view({N}), a.B, a.T);
-  return forward_loaded(m, a);
+  forward_loaded(m, a);
+  return loss_mean(a);
 }
 
 double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets) {
   const int64_t N = a.B * a.T;
   device_copy(a.ids.view({N}), host_i32(ids, N));
   device_copy(a.targets, host_i32(targets, N));  // a no-op when targets already are a.targets
-  return forward_loaded(m, a);
+  forward_loaded(m, a);
+  return loss_mean(a);
 }
 
 double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
@@ -59,13 +67,28 @@ double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* 
   const int64_t N = a.B * a.T;
   device_copy(a.ids.view({N}), host_i32(ids, N));
   device_copy(a.targets, host_i32(targets, N));
-  return forward_loaded(m, a, &m.dw, grad_scale);
+  forward_loaded(m, a, &m.dw, grad_scale);
+  return loss_mean(a);
+}
+
+void model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
+                                     const int32_t* targets, double grad_scale,
+                                     const Tensor& loss_sum) {
+  ZAYA_ASSERT(m.has_grads(),
+              "model_forward_and_head_backward before zero_grads() allocated the gradients");
+  ZAYA_ASSERT(loss_sum.device == m.device(), "model_forward_and_head_backward: loss_sum on {}",
+              device_name(loss_sum.device));
+  const int64_t N = a.B * a.T;
+  device_copy_async(a.ids.view({N}), host_i32(ids, N));
+  device_copy_async(a.targets, host_i32(targets, N));
+  forward_loaded(m, a, &m.dw, grad_scale);
+  ops::sum_to(loss_sum, a.loss_rows);
 }
 
 namespace {
 
-double forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
-                      double grad_scale) {
+void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
+                    double grad_scale) {
   ZAYA_ASSERT(a.device() == m.device(), "model_forward: a {} model with {} activations",
               device_name(m.device()), device_name(a.device()));
   const ZayaConfig& c = m.config();
@@ -102,8 +125,6 @@ double forward_loaded(const Model& m, Activations& a, const ModelWeights* head_d
   a.head_grad_done = head_dw != nullptr;
   a.head_grad_scale = grad_scale;
   if (a.logits.defined()) ops::linear_forward(a.logits, a.x_final, w.embed, {});
-  const int64_t scored = ops::count_scored(a.targets);
-  return scored ? ops::sum(a.loss_rows) / double(scored) : 0.0;
 }
 
 }  // namespace

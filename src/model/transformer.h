@@ -30,6 +30,15 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids);
 // rounding.
 double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
                                        const int32_t* targets, double grad_scale);
+// The trainer's form: the same pass without a host synchronisation on a GPU. The ids and targets
+// are copied asynchronously (device_copy_async: the host arrays must stay unchanged until a
+// gpu::Fence recorded after this call has passed; page-locked memory makes the copy a DMA), and the
+// loss is not read back: loss_sum (F64 [1] on the model's device) = Σ of the per-position losses
+// (ops::sum_to), to be divided by the positions with a target, ops::count_scored of the targets.
+// On the CPU the same bits as the form above: mean = loss_sum / scored.
+void model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
+                                     const int32_t* targets, double grad_scale,
+                                     const Tensor& loss_sum);
 
 // Backward of (grad_scale · Σ per-position losses); for the gradient of the mean loss pass
 // 1/(positions with a target). Parameter gradients accumulate into m.grads(). The LM head's

@@ -281,6 +281,9 @@ void shift_targets(const Tensor& targets, const Tensor& ids, int64_t B, int64_t 
 // partial sums in order, so the bits do not depend on the thread count (≤ 2^16 elements: exactly
 // the sequential sum).
 double sum(const Tensor& t);
+// out[0] = sum(t), the same bits, left on t's device (out F64 [1]): no host synchronisation (a
+// training step's loss on a GPU is read once per step, not once per micro-batch).
+void sum_to(const Tensor& out, const Tensor& t);
 // Σ double(t)² with the same blocks (the global gradient norm's sum).
 double sum_squares(const Tensor& t);
 // Number of entries ≥ 0 of target (I32): the rows xent_forward scores.

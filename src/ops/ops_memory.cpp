@@ -139,6 +139,13 @@ double sum(const Tensor& t) {
   ZAYA_OP_DISPATCH(sum, (t), t);
 }
 
+void sum_to(const Tensor& out, const Tensor& t) {
+  check_float(t);
+  ZAYA_ASSERT(out.dtype == DType::F64 && out.numel() == 1, "sum_to: out F64 [1], got {} {}",
+              dtype_name(out.dtype), out.shape_str());
+  ZAYA_OP_DISPATCH(sum_to, (out, t), out, t);
+}
+
 double sum_squares(const Tensor& t) {
   check_float(t);
   if (t.numel() == 0) return 0.0;

@@ -10,14 +10,12 @@
 // faults and 4 KiB TLB misses make a copy into a fresh malloc'ed buffer several times slower.
 #include "train/async_writer.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "core/arena.h"
+#include "core/host_buffer.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "dist/group.h"
@@ -29,54 +27,16 @@ namespace zaya {
 
 namespace {
 
-constexpr size_t kHugePage = size_t(2) << 20;
-
-// Anonymous memory, transparent huge pages requested, every page faulted in at construction;
-// for a GPU run also page-locked (gpu::pin_host), so the device → host copies of the snapshot run
-// at DMA speed rather than through the driver's pageable staging.
-class StagingMemory {
- public:
-  StagingMemory() = default;
-  StagingMemory(size_t bytes, Device source)
-      : size_((bytes + kHugePage - 1) / kHugePage * kHugePage) {
-    if (size_ == 0) return;
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      fail("out of memory: cannot map {} bytes of checkpoint staging memory: {}", size_,
-           std::strerror(errno));
-    ::madvise(p, size_, MADV_HUGEPAGE);  // a hint: fine if THP is off
-    data_ = static_cast<char*>(p);
-    for (size_t off = 0; off < size_; off += 4096) data_[off] = 0;  // fault in now, not in save()
-    if (source == Device::Gpu) {
-      pinned_ = gpu::pin_host(data_, size_);
-      if (!pinned_)
-        log_info(
-            "checkpoint: staging memory not page-locked: device copies run from pageable "
-            "memory (slower)");
-    }
-  }
-  StagingMemory(StagingMemory&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)),
-        size_(std::exchange(o.size_, 0)),
-        pinned_(std::exchange(o.pinned_, false)) {}
-  StagingMemory& operator=(StagingMemory&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(size_, o.size_);
-    std::swap(pinned_, o.pinned_);
-    return *this;
-  }
-  ~StagingMemory() {
-    if (pinned_) gpu::unpin_host(data_);
-    if (data_) ::munmap(data_, size_);
-  }
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  char* data_ = nullptr;
-  size_t size_ = 0;
-  bool pinned_ = false;
-};
+// The staging of one checkpoint (core/host_buffer.h): page-locked for a GPU run, so the device →
+// host copies of the snapshot run at DMA speed rather than through the driver's pageable staging.
+HostBuffer staging_memory(size_t bytes, Device source) {
+  HostBuffer b(bytes, source == Device::Gpu, "checkpoint staging memory");
+  if (source == Device::Gpu && !b.pinned())
+    log_info(
+        "checkpoint: staging memory not page-locked: device copies run from pageable memory "
+        "(slower)");
+  return b;
+}
 
 size_t staging_bytes(const Model& m, const CheckpointData& d, bool with_params) {
   size_t bytes = with_params ? Arena::aligned(m.layout().total * sizeof(float)) : 0;
@@ -115,7 +75,7 @@ void parallel_copy(const std::vector<CopyJob>& jobs) {
 }  // namespace
 
 struct AsyncCheckpointWriter::Staging {
-  StagingMemory memory;
+  HostBuffer memory;
   ZayaConfig config;
   ParamLayout layout;
   bool has_model = false;
@@ -184,7 +144,7 @@ void AsyncCheckpointWriter::prepare(const Model& m, const CheckpointData& d) {
   error_what_ = "staging allocation";
   worker_ = std::thread([this, bytes, device = m.device()] {
     try {
-      staging_->memory = StagingMemory(bytes, device);
+      staging_->memory = staging_memory(bytes, device);
     } catch (...) {
       error_ = std::current_exception();
     }
@@ -213,7 +173,7 @@ void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointD
   Staging& s = *staging_;
   const size_t bytes = staging_bytes(m, d, rank0);
   if (s.memory.size() < bytes)
-    s.memory = StagingMemory(bytes, m.device());  // prepare() avoids this stall
+    s.memory = staging_memory(bytes, m.device());  // prepare() avoids this stall
   if (!s.has_model || !(s.config == m.config())) {
     s.config = m.config();
     s.layout = m.layout();

@@ -39,9 +39,13 @@ void RoutingCounts::add(const ZayaConfig& c, const Activations& a) {
     ops::count_classes(Tensor(sums + offset_[size_t(i)], {K}).on(device),
                        a.layers[size_t(i)].moe.choice.prefix({N}), K);
   }
-  if (device != Device::Cpu && !counts_.empty())  // the running sums since clear(), to the host
-    device_copy(Tensor(counts_.data(), {int64_t(counts_.size())}),
-                Tensor(sums, {int64_t(counts_.size())}).on(device));
+}
+
+void RoutingCounts::to_host() {
+  if (device_ != Device::Cpu && !counts_.empty())  // the running sums since clear()
+    device_copy(
+        Tensor(counts_.data(), {int64_t(counts_.size())}),
+        Tensor(static_cast<double*>(device_counts_.data()), {int64_t(counts_.size())}).on(device_));
 }
 
 std::span<const double> RoutingCounts::layer(int64_t i) const {

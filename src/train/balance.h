@@ -16,7 +16,8 @@ namespace zaya {
 // The class counts of every MoE sub-layer of a step, in one flat host buffer of F64 (exact
 // integers) so that one all-reduce sums them over the ranks in place: layer i's K classes start at
 // offset(i). Summed over a step's micro-batches by add(). For activations on a GPU (device Gpu)
-// the counting runs there into a device copy of the buffer, which each add() brings to the host.
+// the counting runs there into a device copy of the buffer, which to_host() brings to the host
+// (once per step: add() does not synchronise).
 class RoutingCounts {
  public:
   explicit RoutingCounts(const ZayaConfig& c, Device device = Device::Cpu);
@@ -24,6 +25,9 @@ class RoutingCounts {
   // Adds the chosen classes of one forward pass (MoeActs.choice of every MoE sub-layer); the
   // activations must live on the device given at construction.
   void add(const ZayaConfig& c, const Activations& a);
+  // The sums of every add() since clear() into the host buffer that layer() and flat() read (a
+  // copy from the device, waiting for it; nothing to do on the CPU). Call before reading them.
+  void to_host();
   // Layer i's K class counts; empty for an attention sub-layer.
   std::span<const double> layer(int64_t i) const;
   std::span<double> layer(int64_t i);

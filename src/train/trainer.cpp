@@ -41,6 +41,7 @@
 #include "train/run_events.h"
 #include "train/schedule.h"
 #include "train/straggler.h"
+#include "train/token_staging.h"
 
 namespace zaya {
 
@@ -262,7 +263,14 @@ struct Trainer::Impl {
   double flops_per_token = 0, matmul_rate = 0;  // the MFU denominator (measure_matmul_rate)
 
   std::optional<Activations> acts;
-  std::vector<int32_t> inputs, targets;  // [B, T] each
+  std::vector<int32_t> inputs, targets;  // [B, T] each: evaluation's
+  // Training's micro-batch tokens: page-locked slots on a GPU, copied asynchronously
+  // (token_staging.h). Each micro-batch's loss sum stays on the device (loss_sums, F64
+  // [grad_accum]) until the step reads them all at once, with the positions each scored.
+  std::optional<TokenStaging> staging;
+  Buffer loss_sums;
+  std::vector<double> loss_sums_host;
+  std::vector<int64_t> scored;
   // What the ranks agree on after a step, in one F64 buffer: [loss, non-finite flag], then the
   // routing counts of every MoE layer (RoutingCounts' flat buffer follows).
   std::vector<double> agreed;
@@ -366,6 +374,13 @@ void Trainer::Impl::setup() {
   acts.emplace(config(), B, T, device);
   inputs.assign(size_t(B * T), 0);
   targets.assign(size_t(B * T), 0);
+  staging.emplace(device, B * T);
+  if (device == Device::Gpu)
+    log_info("train: tokens staged in {} {} slot(s), copied asynchronously", staging->slots(),
+             staging->pinned() ? "page-locked" : "pageable (pin_host refused)");
+  loss_sums = Buffer(size_t(cfg.grad_accum) * sizeof(double), device);
+  loss_sums_host.assign(size_t(cfg.grad_accum), 0.0);
+  scored.assign(size_t(cfg.grad_accum), 0);
   RoutingCounts shape(config());
   time_slots = 2 + shape.flat().size();
   agreed.assign(time_slots + size_t(world), 0.0);
@@ -521,18 +536,30 @@ StepResult Trainer::Impl::train_step() {
   const double grad_scale = 1.0 / double(global_rows * T);
   m.zero_grads();
   counts->clear();
-  double loss = 0;
+  // On a GPU nothing in this loop waits for the device: tokens go through the staging slots, the
+  // loss sums and routing counts stay there until after it, so the host loads micro-batch k + 1
+  // and issues its kernels while the device runs micro-batch k.
   for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
     heartbeat::enter(Section::Data);
-    train_data->next_batch(inputs.data(), targets.data(), B);
+    const TokenStaging::Slot slot = staging->next();
+    train_data->next_batch(slot.inputs, slot.targets, B);
+    scored[size_t(micro)] = ops::count_scored(Tensor(slot.targets, {B * T}));  // host memory
     heartbeat::enter(Section::ForwardBackward);
     const ops::MatmulPrecisionScope matmuls(device, precision);
     // (The LM head's backward rides along with its forward: one logits product, not two.)
-    loss += model_forward_and_head_backward(m, *acts, inputs.data(), targets.data(), grad_scale) /
-            double(cfg.grad_accum);
+    const Tensor loss_sum = Tensor(static_cast<double*>(loss_sums.data()) + micro, {1}).on(device);
+    model_forward_and_head_backward(m, *acts, slot.inputs, slot.targets, grad_scale, loss_sum);
+    staging->issued();
     counts->add(config(), *acts);
     model_backward(m, *acts, grad_scale);
   }
+  // The step's one wait for the device's forward and backward (on a GPU).
+  device_copy(Tensor(loss_sums_host.data(), {cfg.grad_accum}),
+              Tensor(static_cast<double*>(loss_sums.data()), {cfg.grad_accum}).on(device));
+  counts->to_host();
+  double loss = 0;  // the micro-batches' means, averaged
+  for (size_t k = 0; k < scored.size(); ++k)
+    loss += (scored[k] ? loss_sums_host[k] / double(scored[k]) : 0.0) / double(cfg.grad_accum);
   const double norm = optim->reduce_gradients(m);  // same on every rank
   loss = faults::apply_loss_fault(state.step + 1, loss);
   // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,

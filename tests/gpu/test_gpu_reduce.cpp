@@ -1,6 +1,7 @@
-// sum, sum_squares, count_scored, count_classes and scale: the GPU against the CPU backend (label
-// gpu). The double sums differ from the CPU's only in the order of double additions, so they agree
-// to ~1e-15 of Σ|term|; counts are exact; scale is one f32 (or f64) product per element, exact.
+// sum, sum_to, sum_squares, count_scored, count_classes and scale: the GPU against the CPU backend
+// (label gpu). The double sums differ from the CPU's only in the order of double additions, so they
+// agree to ~1e-15 of Σ|term|; counts are exact; scale is one f32 (or f64) product per element,
+// exact.
 #include "gpu_test_util.h"
 
 namespace zaya::test {
@@ -41,6 +42,22 @@ TEST(GpuReduce, SumAndSumSquares) {
     expect_sum_close(ops::sum_squares(b.gpu), ops::sum_squares(b.cpu), sq, "sum_squares F64");
     // Deterministic: the same input gives the same bits.
     EXPECT_EQ(ops::sum_squares(a.gpu), ops::sum_squares(a.gpu));
+  }
+}
+
+// sum_to leaves the sum on the device: the same bits as sum (which reads the same kernels' result).
+TEST(GpuReduce, SumToIsSumOnTheDevice) {
+  ZAYA_REQUIRE_GPU();
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(33), int64_t(65539)}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    const DevicePair a = random_pair(DType::F32, {std::max<int64_t>(n, 1)}, uint64_t(n) + 9, 2.0);
+    const Tensor g = a.gpu.prefix({n});
+    DevicePair out(DType::F64, {1});
+    double host = -1;  // what sum_to must overwrite, also for n = 0
+    device_copy(out.gpu, Tensor(&host, {1}));
+    ops::sum_to(out.gpu, g);
+    device_copy(Tensor(&host, {1}), out.gpu);
+    EXPECT_EQ(host, n ? ops::sum(g) : 0.0);
   }
 }
 

@@ -2,8 +2,8 @@
 // ops::lm_head_xent_forward_backward) against model_forward + model_backward alone: the same loss
 // and every gradient within f32 rounding, over two micro-batches accumulated into the same
 // gradients (as Trainer::train_step does), with row blocks of the head that do not divide the
-// tokens; the same bits on 1 and 2 threads; kept logits unchanged; a backward with another grad
-// scale refused.
+// tokens; the same bits on 1 and 2 threads; kept logits unchanged; the trainer's form with the loss
+// sum in a tensor the same bits; a backward with another grad scale refused.
 #include <omp.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "model/activations.h"
 #include "model/transformer.h"
+#include "ops/ops.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -111,6 +112,30 @@ TEST(HeadGradInForward, KeptLogitsAreUnchanged) {
   const std::vector<float> lp(plain.logits.ptr<float>(), plain.logits.ptr<float>() + n);
   const std::vector<float> lf(fused.logits.ptr<float>(), fused.logits.ptr<float>() + n);
   EXPECT_EQ(lp, lf);
+}
+
+// The trainer's form (loss sum left in a tensor, copies issued asynchronously) is the same pass:
+// on the CPU the same gradient bits, and the sum over the scored positions is the mean's numerator.
+TEST(HeadGradInForward, LossTensorFormIsTheSamePass) {
+  Model m = tiny_model();
+  const Grads mean_form = train_two_micro_batches(m, true);
+  Activations a(m.config(), kB, kT);
+  const double scale = 1.0 / double(2 * kB * kT);
+  std::vector<int32_t> ids, targets;
+  std::vector<double> sums(2, -1.0);
+  double loss = 0;
+  m.zero_grads();
+  for (int64_t k = 0; k < 2; ++k) {
+    micro_batch(k, m.config().vocab_size, ids, targets);
+    model_forward_and_head_backward(m, a, ids.data(), targets.data(), scale,
+                                    Tensor(&sums[size_t(k)], {1}));
+    const int64_t scored = ops::count_scored(Tensor(targets.data(), {kB * kT}));
+    EXPECT_LT(scored, kB * kT);  // some targets are ignored: the divisor is not B·T
+    loss += sums[size_t(k)] / double(scored) / 2;
+    model_backward(m, a, scale);
+  }
+  EXPECT_EQ(loss, mean_form.loss);
+  EXPECT_EQ(std::vector<float>(m.grads(), m.grads() + m.layout().total), mean_form.g);
 }
 
 TEST(HeadGradInForwardDeathTest, BackwardWithAnotherScaleAsserts) {

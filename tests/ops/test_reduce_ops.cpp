@@ -82,6 +82,24 @@ TEST(ReduceOps, SumAndSumSquaresAreTheFixedBlockSums) {
   EXPECT_EQ(ops::sum_squares(Tensor(d.data(), {7})), seq_d);
 }
 
+TEST(ReduceOps, SumToWritesTheSumsBits) {
+  for (int64_t n : all_sizes()) {
+    auto x = randn<float>(size_t(n), uint64_t(n) + 7, 1.0, 0.5);
+    double out = -1;
+    ops::sum_to(Tensor(&out, {1}), Tensor(x.data(), {n}));
+    EXPECT_EQ(out, ops::sum(Tensor(x.data(), {n}))) << n;
+  }
+  auto d = randn<double>(1000, 5);
+  double out = -1;
+  ops::sum_to(Tensor(&out, {1}), Tensor(d.data(), {1000}));
+  EXPECT_EQ(out, ops::sum(Tensor(d.data(), {1000})));
+  std::vector<float> none;
+  ops::sum_to(Tensor(&out, {1}), Tensor(none.data(), {0}));
+  EXPECT_EQ(out, 0.0);
+  float wrong = 0;  // out must be one F64
+  EXPECT_DEATH(ops::sum_to(Tensor(&wrong, {1}), Tensor(d.data(), {1000})), "sum_to: out F64");
+}
+
 TEST(ReduceOps, CountScoredAndCountClasses) {
   for (int64_t N : kOddSizes) {
     const int64_t K = 5;

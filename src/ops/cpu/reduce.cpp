@@ -68,6 +68,10 @@ double sum(const Tensor& t) {
   return s;
 }
 
+void sum_to(const Tensor& out, const Tensor& t) {
+  out.ptr<double>()[0] = t.numel() ? sum(t) : 0.0;
+}
+
 double sum_squares(const Tensor& t) {
   double s = 0;
   ZAYA_DISPATCH_FLOAT(t.dtype, s = block_sum<kSumLanes>(t.ptr<scalar_t>(), t.numel(),

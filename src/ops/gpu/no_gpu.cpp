@@ -36,9 +36,18 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   no_gpu("copying GPU memory");
 }
 
+void copy_to_device_async(void* /*dst*/, const void* /*src*/, size_t /*bytes*/) {
+  no_gpu("copying to GPU memory");
+}
+
 void synchronize() {
   no_gpu("waiting for the GPU");
 }
+
+// No GPU work can exist, so there is nothing to mark or wait for.
+Fence::~Fence() = default;
+void Fence::record() {}
+void Fence::wait() {}
 
 bool available() noexcept {
   return false;

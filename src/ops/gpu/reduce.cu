@@ -2,10 +2,10 @@
 // ops/cpu/reduce.cpp). sum, sum_squares and count_scored accumulate in double, deterministically in
 // two passes: a grid whose size depends only on the element count, each thread summing a fixed
 // grid-stride subset, each block's tree sum written to a Scratch, then one block summing those
-// partials in a fixed order; the double comes to the host (a synchronising copy). The bits differ
-// from the CPU's sequential blocks of 2^16 only by the order of the double additions. count_scored
-// sums 0/1 terms, exact in double. count_classes counts with integer atomics (exact) and adds the
-// counts to an I64 or F64 tensor.
+// partials in a fixed order; the double comes to the host (a synchronising copy), or stays on the
+// device (sum_to). The bits differ from the CPU's sequential blocks of 2^16 only by the order of
+// the double additions. count_scored sums 0/1 terms, exact in double. count_classes counts with
+// integer atomics (exact) and adds the counts to an I64 or F64 tensor.
 #include <type_traits>
 
 #include "ops/backend.h"
@@ -61,23 +61,35 @@ __global__ void final_sum_kernel(double* out, const double* part, int parts) {
   if (threadIdx.x == 0) out[0] = s;
 }
 
+// out[0] (device memory) = Σ term(x[i]), left on the device.
 template <class T, class Term>
-double reduce_sum(const T* x, int64_t n, Term term) {
-  if (n == 0) return 0.0;
+void reduce_sum_to(double* out, const T* x, int64_t n, Term term) {
+  if (n == 0) {
+    ZAYA_GPU_CHECK(cudaMemsetAsync(out, 0, sizeof(double), stream()));
+    return;
+  }
   const int parts = int(blocks_for(n, kBlock * kPerThread, kMaxPartials));
-  Scratch part(size_t(parts + 1) * sizeof(double));
+  Scratch part(size_t(parts) * sizeof(double));
   double* p = part.as<double>();
   bool vec = false;
   if constexpr (std::is_same_v<T, float>) {
     vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && n >= 4;
-    if (vec) partial_sums_kernel<T, Term, true><<<parts, kBlock, 0, stream()>>>(p + 1, x, n, term);
+    if (vec) partial_sums_kernel<T, Term, true><<<parts, kBlock, 0, stream()>>>(p, x, n, term);
   }
-  if (!vec) partial_sums_kernel<T, Term, false><<<parts, kBlock, 0, stream()>>>(p + 1, x, n, term);
+  if (!vec) partial_sums_kernel<T, Term, false><<<parts, kBlock, 0, stream()>>>(p, x, n, term);
   ZAYA_GPU_LAUNCH_CHECK();
-  final_sum_kernel<<<1, kMaxPartials, 0, stream()>>>(p, p + 1, parts);
+  final_sum_kernel<<<1, kMaxPartials, 0, stream()>>>(out, p, parts);
   ZAYA_GPU_LAUNCH_CHECK();
+}
+
+// Σ term(x[i]) on the host (a synchronising copy).
+template <class T, class Term>
+double reduce_sum(const T* x, int64_t n, Term term) {
+  if (n == 0) return 0.0;
+  Scratch out(sizeof(double));
+  reduce_sum_to(out.as<double>(), x, n, term);
   double s = 0;
-  copy_to_host(&s, p, sizeof(double));
+  copy_to_host(&s, out.as<double>(), sizeof(double));
   return s;
 }
 
@@ -138,6 +150,13 @@ __global__ void scale4_kernel(float4* x, int64_t n4, float s) {
 
 double sum(const Tensor& t) {
   return reduce_float(t, Identity{});
+}
+
+void sum_to(const Tensor& out, const Tensor& t) {
+  if (t.dtype == DType::F32)
+    return reduce_sum_to(out.ptr<double>(), t.ptr<float>(), t.numel(), Identity{});
+  ZAYA_ASSERT(t.dtype == DType::F64, "sum_to: F32 or F64");
+  reduce_sum_to(out.ptr<double>(), t.ptr<double>(), t.numel(), Identity{});
 }
 
 double sum_squares(const Tensor& t) {

@@ -180,6 +180,27 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (dst_device != src_device) synchronize();
 }
 
+void copy_to_device_async(void* dst, const void* src, size_t bytes) {
+  if (bytes) ZAYA_GPU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+
+Fence::~Fence() {
+  if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void Fence::record() {
+  if (!event_) {
+    cudaEvent_t e = nullptr;
+    ZAYA_GPU_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    event_ = e;
+  }
+  ZAYA_GPU_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), stream()));
+}
+
+void Fence::wait() {
+  if (event_) ZAYA_GPU_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
+
 bool available() noexcept {
   try {
     context();
