@@ -376,7 +376,7 @@ void Trainer::Impl::setup() {
   targets.assign(size_t(B * T), 0);
   staging.emplace(device, B * T);
   if (device == Device::Gpu)
-    log_info("train: tokens staged in {} {} slot(s), copied asynchronously", staging->slots(),
+    log_info("train: tokens go through {} {} host slots, copied asynchronously", staging->slots(),
              staging->pinned() ? "page-locked" : "pageable (pin_host refused)");
   loss_sums = Buffer(size_t(cfg.grad_accum) * sizeof(double), device);
   loss_sums_host.assign(size_t(cfg.grad_accum), 0.0);

@@ -2,7 +2,7 @@
 // last one training's one pass) on the GPU against the CPU backend (label gpu; skips without a
 // device) and the one pass against the GPU's own two ops, bit for bit: odd sizes, ignored rows, all
 // rows ignored, dw accumulating onto a prefill, and the ZAYA1 vocabulary 262,272 with more rows
-// than one 64 MiB logits block holds (so the GPU's row blocking runs more than one block).
+// than one 1 GiB logits block holds (so the GPU's row blocking runs more than one block).
 #include "gpu/gpu_test_util.h"
 
 namespace zaya::test {
@@ -83,7 +83,7 @@ TEST(GpuLmHeadXent, AllRowsIgnored) {
 
 TEST(GpuLmHeadXent, ZayaVocabularyInSeveralRowBlocks) {
   ZAYA_REQUIRE_GPU();
-  run_case(70, 16, 262272, 101);  // 2^24 / 262272 = 63 rows per block: two blocks
+  run_case(1100, 16, 262272, 101);  // 2^28 / 262272 = 1023 rows per block: two blocks
 }
 
 }  // namespace

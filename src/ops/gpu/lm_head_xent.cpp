@@ -1,8 +1,8 @@
 // The fused tied LM head + cross-entropy on the GPU (ops.h), composed from the GPU's own GEMM and
 // cross-entropy kernels over blocks of rows: each block's logits [rows, V] go to one bounded
-// Scratch (at most kScratchFloats floats, from the caching allocator: no allocation per step in
-// steady state), never the whole [N, V]. Forward: gemm, then xent_forward on the block. Backward:
-// the block's logits are recomputed, turned into dlogits in place by xent_backward, then
+// Scratch (at most kScratchFloats floats, 1 GiB, from the caching allocator: no allocation per step
+// in steady state), never the whole [N, V]. Forward: gemm, then xent_forward on the block.
+// Backward: the block's logits are recomputed, turned into dlogits in place by xent_backward, then
 // dx_block = dlogits · w (overwrite) and dw += dlogitsᵀ · x_block, blocks in order (deterministic).
 // Training's one pass computes each block's logits once for all three. A kernel that fuses the
 // GEMM with the online log-sum-exp is not built.
@@ -18,7 +18,12 @@ using namespace zaya::gpu;
 
 namespace {
 
-constexpr int64_t kScratchFloats = int64_t(1) << 24;  // 64 MiB of logits per block
+// 1 GiB of logits per block: 1,023 rows at ZAYA1's V = 262,272. Each block re-reads w twice (the
+// logits and dx products) and reads and writes dw once: 16·V·D bytes against 6·rows·V·D FLOPs, so
+// 0.375·rows FLOP per byte, and the tensor cores' balance point on an H200 (~990 TFLOP/s bf16 over
+// 4.8 TB/s) is ~200: blocks of ≥ ~550 rows keep the head compute-bound (64 MiB blocks, 63 rows,
+// spent ~8x the GEMMs' time moving w and dw; arithmetic, not measured on a device).
+constexpr int64_t kScratchFloats = int64_t(1) << 28;
 
 struct Blocks {
   int64_t N, D, V, rows;  // rows per block
