@@ -31,6 +31,14 @@ Tensor host_i32(const int32_t* p, int64_t N) {
   return Tensor(const_cast<int32_t*>(p), {N});
 }
 
+// a.ids and a.targets = the host's micro-batch; `copy` is device_copy or device_copy_async.
+void load_tokens(Activations& a, const int32_t* ids, const int32_t* targets,
+                 void (*copy)(const Tensor&, const Tensor&) = device_copy) {
+  const int64_t N = a.B * a.T;
+  copy(a.ids.view({N}), host_i32(ids, N));
+  copy(a.targets, host_i32(targets, N));  // a no-op when targets already are a.targets
+}
+
 // The forward pass once a.ids and a.targets hold the micro-batch, up to a.loss_rows. With head_dw,
 // the LM head's backward for grad_scale too (a.g.dx, head_dw->embed).
 void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw = nullptr,
@@ -53,9 +61,7 @@ double model_forward(const Model& m, Activations& a, const int32_t* ids) {
 }
 
 double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets) {
-  const int64_t N = a.B * a.T;
-  device_copy(a.ids.view({N}), host_i32(ids, N));
-  device_copy(a.targets, host_i32(targets, N));  // a no-op when targets already are a.targets
+  load_tokens(a, ids, targets);
   forward_loaded(m, a);
   return loss_mean(a);
 }
@@ -64,9 +70,7 @@ double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* 
                                        const int32_t* targets, double grad_scale) {
   ZAYA_ASSERT(m.has_grads(),
               "model_forward_and_head_backward before zero_grads() allocated the gradients");
-  const int64_t N = a.B * a.T;
-  device_copy(a.ids.view({N}), host_i32(ids, N));
-  device_copy(a.targets, host_i32(targets, N));
+  load_tokens(a, ids, targets);
   forward_loaded(m, a, &m.dw, grad_scale);
   return loss_mean(a);
 }
@@ -78,9 +82,7 @@ void model_forward_and_head_backward(Model& m, Activations& a, const int32_t* id
               "model_forward_and_head_backward before zero_grads() allocated the gradients");
   ZAYA_ASSERT(loss_sum.device == m.device(), "model_forward_and_head_backward: loss_sum on {}",
               device_name(loss_sum.device));
-  const int64_t N = a.B * a.T;
-  device_copy_async(a.ids.view({N}), host_i32(ids, N));
-  device_copy_async(a.targets, host_i32(targets, N));
+  load_tokens(a, ids, targets, device_copy_async);
   forward_loaded(m, a, &m.dw, grad_scale);
   ops::sum_to(loss_sum, a.loss_rows);
 }

@@ -7,14 +7,13 @@ namespace zaya {
 TokenStaging::TokenStaging(Device device, int64_t tokens)
     : device_(device),
       tokens_(tokens),
-      slots_(device == Device::Cpu ? 1 : kSlots),
-      memory_(size_t(2 * slots_ * tokens) * sizeof(int32_t), device == Device::Gpu,
+      memory_(size_t(2 * slots() * tokens) * sizeof(int32_t), device == Device::Gpu,
               "the token slots") {
   ZAYA_ASSERT(tokens > 0, "TokenStaging: {} tokens per micro-batch", tokens);
 }
 
 TokenStaging::Slot TokenStaging::next() {
-  current_ = (current_ + 1) % slots_;
+  current_ = (current_ + 1) % slots();
   fences_[size_t(current_)].wait();
   int32_t* base = reinterpret_cast<int32_t*>(memory_.data()) + 2 * current_ * tokens_;
   return Slot{base, base + tokens_};

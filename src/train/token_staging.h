@@ -30,12 +30,11 @@ class TokenStaging {
   void issued();
   // Whether the slots are page-locked (false on the CPU, or where pin_host refused).
   bool pinned() const { return memory_.pinned(); }
-  int slots() const { return slots_; }
+  int slots() const { return device_ == Device::Cpu ? 1 : kSlots; }
 
  private:
   Device device_;
   int64_t tokens_;
-  int slots_;
   int current_ = -1;
   HostBuffer memory_;
   std::array<gpu::Fence, kSlots> fences_;

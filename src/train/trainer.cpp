@@ -536,9 +536,10 @@ StepResult Trainer::Impl::train_step() {
   const double grad_scale = 1.0 / double(global_rows * T);
   m.zero_grads();
   counts->clear();
-  // On a GPU nothing in this loop waits for the device: tokens go through the staging slots, the
-  // loss sums and routing counts stay there until after it, so the host loads micro-batch k + 1
-  // and issues its kernels while the device runs micro-batch k.
+  // On a GPU this loop adds no wait for the device of its own: tokens go through the staging
+  // slots, the loss sums and routing counts stay there until after it. (The model still waits
+  // inside: each MoE layer reads its expert offsets back, forward and backward, and each forward
+  // uploads the RoPE tables; so the host runs ahead of the device by at most about one layer.)
   for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
     heartbeat::enter(Section::Data);
     const TokenStaging::Slot slot = staging->next();
@@ -553,7 +554,7 @@ StepResult Trainer::Impl::train_step() {
     counts->add(config(), *acts);
     model_backward(m, *acts, grad_scale);
   }
-  // The step's one wait for the device's forward and backward (on a GPU).
+  // The loss sums and routing counts of the step, read once.
   device_copy(Tensor(loss_sums_host.data(), {cfg.grad_accum}),
               Tensor(static_cast<double*>(loss_sums.data()), {cfg.grad_accum}).on(device));
   counts->to_host();
