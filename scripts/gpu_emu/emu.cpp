@@ -548,7 +548,15 @@ void copy_to_device_async(void* dst, const void* src, size_t bytes) {
 
 void synchronize() {}
 
-// Every emulated kernel and copy has finished when its call returns.
+// Every emulated kernel and copy has finished when its call returns: one stream is enough, and
+// no event has anything to order.
+cudaStream_t comm_stream() {
+  return nullptr;
+}
+StreamEvent::StreamEvent(cudaStream_t) {}
+StreamEvent::~StreamEvent() = default;
+void StreamEvent::make_wait(cudaStream_t) const {}
+
 Fence::~Fence() = default;
 void Fence::record() {}
 void Fence::wait() {}

@@ -25,6 +25,10 @@
 //   which then stops the job (docs/distributed.md).
 // - Argument errors (dtype, chunk sizes, root) throw zaya::Error before anything is sent, and
 //   leave the group usable.
+// - Started collectives (start_reduce_scatter, start_all_gather: the ZeRO-1 overlap) follow the
+//   same rules, started by every rank in the same order; until their wait() returns neither
+//   buffer may be touched, and blocking collectives may run in between. They give the same bits
+//   as the blocking call of the same buffers.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -35,6 +39,17 @@
 namespace zaya::dist {
 
 enum class ReduceOp { Sum, Max, Min };
+
+// A collective started by Group::start_reduce_scatter / start_all_gather.
+class Pending {
+ public:
+  virtual ~Pending() = default;
+  // Finishes it (once; later calls return at once): afterwards the result is there for whatever
+  // runs next — the host's reads on the mpi group; on the nccl group the work queued next on the
+  // GPU stream (the host does not wait: a hung peer surfaces in the next blocking collective's
+  // timeout, whose wait covers the stream). A pending destroyed unfinished is finished first.
+  virtual void wait() = 0;
+};
 
 class Group {
  public:
@@ -53,6 +68,16 @@ class Group {
   // In place: every rank ends with root's buf.
   virtual void broadcast(const Tensor& buf, int root) = 0;
   virtual void barrier() = 0;
+
+  // Asynchronous forms: start the collective and return. mpi: non-blocking MPI requests, which
+  // move data only inside MPI calls, so call progress() now and then while computing; nccl:
+  // device buffers only, on the group's communication stream after the work already queued on
+  // the GPU stream, overlapping what is queued next. The single group (and the default here)
+  // finishes in the call.
+  virtual std::unique_ptr<Pending> start_reduce_scatter(const Tensor& send, const Tensor& recv);
+  virtual std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv);
+  // Lets the started collectives advance (mpi: tests their requests); a no-op elsewhere.
+  virtual void progress() {}
 };
 
 // kind: "single", "mpi", "nccl", or "auto" (mpi when launched by mpirun/srun, else single).

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -111,6 +112,34 @@ constexpr int64_t kMaxPiece = int64_t(1) << 30;  // elements per call of a split
 // call, whose page faults cost more than the transfer (25x slower at 256 MiB on the dev VM).
 constexpr size_t kReducePieceBytes = size_t(4) << 20;
 
+class MpiGroup;
+
+// A started collective: its MPI requests, and what wait() does once they completed (an in-place
+// reduce-scatter's move to chunk rank(), returning the staging buffer). Registered with its group
+// while open, for progress().
+class MpiPending final : public Pending {
+ public:
+  MpiPending(MpiGroup& g, const char* what);
+  ~MpiPending() override;
+  MpiPending(const MpiPending&) = delete;
+  MpiPending& operator=(const MpiPending&) = delete;
+
+  MPI_Request& add() { return reqs.emplace_back(MPI_REQUEST_NULL); }
+  void test();  // advances the requests (MPI moves data only inside MPI calls)
+  void wait() override;
+
+  std::vector<MPI_Request> reqs;
+  std::vector<char> staging;  // large reduce-scatters: the pieces of every rank's chunk
+  void* move_to = nullptr;    // in-place reduce-scatter: the result goes from move_from …
+  const void* move_from = nullptr;
+  size_t move_bytes = 0;  // … to move_to once complete
+
+ private:
+  MpiGroup& g_;
+  const char* what_;
+  bool done_ = false;
+};
+
 class MpiGroup final : public Group {
  public:
   explicit MpiGroup(double timeout_s) : timeout_s_(timeout_s) {
@@ -150,59 +179,66 @@ class MpiGroup final : public Group {
   }
 
   void reduce_scatter(const Tensor& send, const Tensor& recv) override {
-    check_usable("reduce_scatter");
-    check_chunks("reduce_scatter", send, recv, size_);
-    check_host("reduce_scatter", send);
-    check_host("reduce_scatter", recv);
-    const heartbeat::Scope beat(heartbeat::Section::Collective, "reduce_scatter");
-    const int64_t chunk = chunk_count("reduce_scatter", recv);
-    const size_t elem = dtype_size(send.dtype);
-    char* mine = static_cast<char*>(send.data) + size_t(rank_) * recv.nbytes();
-    const int64_t piece = std::max<int64_t>(1, int64_t(kReducePieceBytes / (elem * size_)));
-    MPI_Request req;
+    check_reduce_scatter(send, recv);
+    const int64_t chunk = recv.numel();
+    const int64_t piece = reduce_piece(send);
     if (chunk <= piece) {
-      if (recv.data == mine && chunk > 0) {
-        // In place: MPI leaves the result at the start of send; move it to chunk rank().
-        ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, send.data, int(chunk),
-                                                 mpi_type(send.dtype), MPI_SUM, comm_, &req));
-        wait(req, "reduce_scatter");
-        if (rank_ != 0) std::memmove(mine, send.data, recv.nbytes());
-        return;
-      }
-      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(send.data, recv.data, int(chunk),
-                                               mpi_type(send.dtype), MPI_SUM, comm_, &req));
-      wait(req, "reduce_scatter");
+      MpiPending p(*this, "reduce_scatter");
+      post_reduce_scatter(p, send, recv);
+      p.wait();
       return;
     }
     // Large chunks: piece k of every rank's chunk is staged contiguously and reduced on its
     // own. In place is safe: piece k's result lands on piece k of chunk rank(), already staged.
+    const size_t elem = dtype_size(send.dtype);
     staging_.resize(size_t(piece) * size_ * elem);
     for (int64_t at = 0; at < chunk; at += piece) {
       const int64_t n = std::min(chunk - at, piece);
-      for (int r = 0; r < size_; ++r)
-        std::memcpy(staging_.data() + size_t(r * n) * elem,
-                    static_cast<const char*>(send.data) + size_t(r * chunk + at) * elem,
-                    size_t(n) * elem);
-      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(staging_.data(),
-                                               static_cast<char*>(recv.data) + at * elem, int(n),
-                                               mpi_type(send.dtype), MPI_SUM, comm_, &req));
-      wait(req, "reduce_scatter");
+      MpiPending p(*this, "reduce_scatter");
+      post_piece(p, staging_.data(), send, recv, at, n);
+      p.wait();
     }
   }
 
+  // All pieces are posted at once (a later post from progress() could interleave differently
+  // with other collectives on each rank), so large chunks stage the whole send buffer: one
+  // host buffer per collective in flight, reused from call to call.
+  std::unique_ptr<Pending> start_reduce_scatter(const Tensor& send, const Tensor& recv) override {
+    check_reduce_scatter(send, recv);
+    auto p = std::make_unique<MpiPending>(*this, "reduce_scatter");
+    const int64_t chunk = recv.numel(), piece = reduce_piece(send);
+    if (chunk <= piece) {
+      post_reduce_scatter(*p, send, recv);
+      return p;
+    }
+    p->staging = take_staging(send.nbytes());
+    const size_t elem = dtype_size(send.dtype);
+    for (int64_t at = 0; at < chunk; at += piece)
+      post_piece(*p, p->staging.data() + size_t(at) * size_ * elem, send, recv, at,
+                 std::min(chunk - at, piece));
+    return p;
+  }
+
   void all_gather(const Tensor& send, const Tensor& recv) override {
+    start_all_gather(send, recv)->wait();
+  }
+
+  std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv) override {
     check_usable("all_gather");
     check_chunks("all_gather", recv, send, size_);
     check_host("all_gather", send);
     check_host("all_gather", recv);
-    const heartbeat::Scope beat(heartbeat::Section::Collective, "all_gather");
     const int n = chunk_count("all_gather", send);
     const char* mine = static_cast<const char*>(recv.data) + size_t(rank_) * send.nbytes();
     const void* from = send.data == mine && n > 0 ? MPI_IN_PLACE : send.data;
-    MPI_Request req;
+    auto p = std::make_unique<MpiPending>(*this, "all_gather");
     ZAYA_MPI_CHECK(MPI_Iallgather(from, n, mpi_type(send.dtype), recv.data, n, mpi_type(recv.dtype),
-                                  comm_, &req));
-    wait(req, "all_gather");
+                                  comm_, &p->add()));
+    return p;
+  }
+
+  void progress() override {
+    for (MpiPending* p : live_) p->test();
   }
 
   void broadcast(const Tensor& buf, int root) override {
@@ -245,16 +281,16 @@ class MpiGroup final : public Group {
     return int(chunk.numel());
   }
 
-  // Polls `req` until it completes or the group's timeout passes. MPI moves data only inside
-  // MPI calls (a large message is many fragments, each needing a call), so the loop keeps
+  // Polls the requests until all completed or the group's timeout passes. MPI moves data only
+  // inside MPI calls (a large message is many fragments, each needing a call), so the loop keeps
   // testing: a pure spin for 1 ms, then yielding the core between tests — as OpenMPI's own
   // blocking calls do when oversubscribed. Only after 10 s (a straggler or a hang, no transfer
   // lasts that long) does it nap 1 ms between tests.
-  void wait(MPI_Request& req, const char* what) {
+  void wait(std::span<MPI_Request> reqs, const char* what) {
     const Timer clock;
     for (;;) {
       int done = 0;
-      ZAYA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      ZAYA_MPI_CHECK(MPI_Testall(int(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE));
       if (done) return;
       const double waited = clock.seconds();
       if (waited > timeout_s_) {
@@ -264,12 +300,110 @@ class MpiGroup final : public Group {
       poll_pause(waited);
     }
   }
+  void wait(MPI_Request& req, const char* what) { wait(std::span<MPI_Request>(&req, 1), what); }
+
+  friend class MpiPending;
+
+  void check_reduce_scatter(const Tensor& send, const Tensor& recv) const {
+    check_usable("reduce_scatter");
+    check_chunks("reduce_scatter", send, recv, size_);
+    check_host("reduce_scatter", send);
+    check_host("reduce_scatter", recv);
+    chunk_count("reduce_scatter", recv);
+  }
+
+  // Elements per rank of one reduce-scatter piece.
+  int64_t reduce_piece(const Tensor& send) const {
+    return std::max<int64_t>(1, int64_t(kReducePieceBytes / (dtype_size(send.dtype) * size_)));
+  }
+
+  // A chunk of at most one piece, straight from send (in place: MPI leaves the result at the
+  // start of send, moved to chunk rank() when the request completes).
+  void post_reduce_scatter(MpiPending& p, const Tensor& send, const Tensor& recv) {
+    const int chunk = int(recv.numel());
+    char* mine = static_cast<char*>(send.data) + size_t(rank_) * recv.nbytes();
+    if (recv.data == mine && chunk > 0) {
+      ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, send.data, chunk, mpi_type(send.dtype),
+                                               MPI_SUM, comm_, &p.add()));
+      if (rank_ != 0) {
+        p.move_to = mine;
+        p.move_from = send.data;
+        p.move_bytes = recv.nbytes();
+      }
+      return;
+    }
+    ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(send.data, recv.data, chunk, mpi_type(send.dtype),
+                                             MPI_SUM, comm_, &p.add()));
+  }
+
+  // Piece [at, at + n) of every rank's chunk, staged contiguously at `staged`, reduced into recv.
+  void post_piece(MpiPending& p, char* staged, const Tensor& send, const Tensor& recv, int64_t at,
+                  int64_t n) {
+    const size_t elem = dtype_size(send.dtype);
+    const int64_t chunk = recv.numel();
+    for (int r = 0; r < size_; ++r)
+      std::memcpy(staged + size_t(r * n) * elem,
+                  static_cast<const char*>(send.data) + size_t(r * chunk + at) * elem,
+                  size_t(n) * elem);
+    ZAYA_MPI_CHECK(MPI_Ireduce_scatter_block(staged, static_cast<char*>(recv.data) + at * elem,
+                                             int(n), mpi_type(send.dtype), MPI_SUM, comm_,
+                                             &p.add()));
+  }
+
+  std::vector<char> take_staging(size_t bytes) {
+    std::vector<char> v;
+    if (!spare_.empty()) {
+      v = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    v.resize(bytes);
+    return v;
+  }
 
   double timeout_s_;
-  std::vector<char> staging_;  // reduce_scatter's pieces, size() × piece elements
+  std::vector<char> staging_;             // reduce_scatter's pieces, size() × piece elements
+  std::vector<std::vector<char>> spare_;  // started reduce-scatters' staging, for reuse
+  std::vector<MpiPending*> live_;         // started and not yet finished
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
 };
+
+MpiPending::MpiPending(MpiGroup& g, const char* what) : g_(g), what_(what) {
+  g_.live_.push_back(this);
+}
+
+MpiPending::~MpiPending() {
+  if (!done_) {
+    if (std::uncaught_exceptions() > 0) {
+      g_mpi_broken = true;  // the requests stay open: MPI_Finalize must not wait for them
+    } else {
+      try {
+        wait();
+      } catch (const std::exception&) {
+        g_mpi_broken = true;  // already reported as broken by the failed wait
+      }
+    }
+  }
+  std::erase(g_.live_, this);
+}
+
+void MpiPending::test() {
+  if (done_ || reqs.empty()) return;
+  int flag = 0;
+  ZAYA_MPI_CHECK(MPI_Testall(int(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE));
+}
+
+void MpiPending::wait() {
+  if (done_) return;
+  {
+    const heartbeat::Scope beat(heartbeat::Section::Collective, what_);
+    g_.wait(reqs, what_);
+  }
+  if (move_bytes) std::memmove(move_to, move_from, move_bytes);
+  if (!staging.empty()) g_.spare_.push_back(std::move(staging));
+  done_ = true;
+  std::erase(g_.live_, this);
+}
 
 }  // namespace
 

@@ -9,14 +9,20 @@
 //   process that used its GPU before making the group, on another device, is a clear error.
 // - libnccl.so.2 is loaded at run time (open_nccl_library); the types and the entry points'
 //   signatures come from nccl.h, the functions from the library.
-// - Every collective is enqueued on the GPU backend's one stream (ops/gpu/runtime.h), in program
-//   order after the kernels that wrote its buffers, and the call returns when the stream has
-//   finished it: the caller may read the result at once, as with the MPI group.
+// - Every collective runs on the communication stream (gpu::comm_stream), ordered after the work
+//   already queued on the compute stream (gpu::stream) by an event, so after the kernels that
+//   wrote its buffers. A blocking call returns when the communication stream has finished it:
+//   the caller may read the result at once, as with the MPI group. A started one
+//   (start_reduce_scatter / start_all_gather, device buffers) returns once NCCL has enqueued it;
+//   the compute stream meanwhile runs on, and its Pending's wait() orders the compute stream's
+//   next work after the collective (an event; the host does not wait). One stream for all of the
+//   group's collectives keeps them in the order every rank issued them.
 // - Timeouts: the communicator is non-blocking (NCCL's config.blocking = 0), so no NCCL call
 //   waits for a peer; wait() polls ncclCommGetAsyncError and the stream until both are done, an
 //   NCCL error or the group's deadline. On error or timeout the communicator is aborted
 //   (ncclCommAbort), the group is unusable and the zaya::Error names the collective. The
-//   deadline covers the kernels queued before the collective too (one stream).
+//   deadline covers the kernels queued before the collective too (the event orders them first),
+//   and the collectives started before it.
 // - Host buffers (the trainer's scalars and bookkeeping) are staged: copied to device scratch
 //   memory, reduced there, copied back. Mixed calls (send on the GPU, recv on the host) work.
 #include <nccl.h>
@@ -175,6 +181,27 @@ class Staged {
   std::optional<gpu::Scratch> scratch_;
 };
 
+// A started collective: the event after it on the communication stream.
+class NcclPending final : public Pending {
+ public:
+  NcclPending() : done_(gpu::comm_stream()) {}
+  ~NcclPending() override {
+    try {
+      wait();
+    } catch (const std::exception&) {  // a failed event call: the next collective reports it
+    }
+  }
+  void wait() override {
+    if (waited_) return;
+    done_.make_wait(gpu::stream());
+    waited_ = true;
+  }
+
+ private:
+  gpu::StreamEvent done_;
+  bool waited_ = false;
+};
+
 class NcclGroup final : public Group {
  public:
   explicit NcclGroup(double timeout_s) : timeout_s_(timeout_s), api_(nccl_api()) {
@@ -182,7 +209,8 @@ class NcclGroup final : public Group {
     rank_ = bootstrap_->rank();
     size_ = bootstrap_->size();
     const int want = choose_device(rank_);
-    stream_ = gpu::stream();  // creates the GPU context on the chosen device
+    (void)gpu::stream();  // creates the GPU context on the chosen device
+    stream_ = gpu::comm_stream();
     int device = -1;
     ZAYA_GPU_CHECK(cudaGetDevice(&device));
     if (want >= 0 && device != want)
@@ -235,6 +263,7 @@ class NcclGroup final : public Group {
     const heartbeat::Scope beat(heartbeat::Section::Collective, "all_reduce");
     if (buf.numel() == 0) return;
     const Staged b(buf, true);
+    after_compute();
     check(api_.all_reduce(b.ptr(), b.ptr(), size_t(buf.numel()), nccl_type(buf.dtype), nccl_op(op),
                           comm_, stream_),
           "ncclAllReduce", "all_reduce");
@@ -251,6 +280,7 @@ class NcclGroup final : public Group {
     const bool in_place = recv.data == static_cast<char*>(send.data) + mine;
     const Staged s(send, true);
     const Staged r(recv, false, in_place ? &s : nullptr, mine);
+    after_compute();
     check(api_.reduce_scatter(s.ptr(), r.ptr(), size_t(recv.numel()), nccl_type(send.dtype),
                               ncclSum, comm_, stream_),
           "ncclReduceScatter", "reduce_scatter");
@@ -267,6 +297,7 @@ class NcclGroup final : public Group {
     const bool in_place = send.data == static_cast<char*>(recv.data) + mine;
     const Staged r(recv, false);
     const Staged s(send, true, in_place ? &r : nullptr, mine);  // in place: a chunk of recv
+    after_compute();
     check(api_.all_gather(s.ptr(), r.ptr(), size_t(send.numel()), nccl_type(send.dtype), comm_,
                           stream_),
           "ncclAllGather", "all_gather");
@@ -281,6 +312,7 @@ class NcclGroup final : public Group {
     const heartbeat::Scope beat(heartbeat::Section::Collective, "broadcast");
     if (buf.numel() == 0) return;
     const Staged b(buf, rank_ == root);
+    after_compute();
     check(api_.broadcast(b.ptr(), b.ptr(), size_t(buf.numel()), nccl_type(buf.dtype), root, comm_,
                          stream_),
           "ncclBroadcast", "broadcast");
@@ -288,10 +320,38 @@ class NcclGroup final : public Group {
     b.finish();
   }
 
+  // Device buffers start on the communication stream; host buffers (staged) are blocking calls.
+  std::unique_ptr<Pending> start_reduce_scatter(const Tensor& send, const Tensor& recv) override {
+    check_usable("reduce_scatter");
+    check_chunks("reduce_scatter", send, recv, size_);
+    if (send.device != Device::Gpu || recv.device != Device::Gpu || recv.numel() == 0)
+      return Group::start_reduce_scatter(send, recv);
+    after_compute();
+    check(api_.reduce_scatter(send.data, recv.data, size_t(recv.numel()), nccl_type(send.dtype),
+                              ncclSum, comm_, stream_),
+          "ncclReduceScatter", "reduce_scatter");
+    enqueued("reduce_scatter");
+    return std::make_unique<NcclPending>();
+  }
+
+  std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv) override {
+    check_usable("all_gather");
+    check_chunks("all_gather", recv, send, size_);
+    if (send.device != Device::Gpu || recv.device != Device::Gpu || send.numel() == 0)
+      return Group::start_all_gather(send, recv);
+    after_compute();
+    check(api_.all_gather(send.data, recv.data, size_t(send.numel()), nccl_type(send.dtype), comm_,
+                          stream_),
+          "ncclAllGather", "all_gather");
+    enqueued("all_gather");
+    return std::make_unique<NcclPending>();
+  }
+
   // NCCL has no barrier: a one-element all-reduce that every rank must join.
   void barrier() override {
     check_usable("barrier");
     const heartbeat::Scope beat(heartbeat::Section::Collective, "barrier");
+    after_compute();
     check(api_.all_reduce(barrier_word_->as<int32_t>(), barrier_word_->as<int32_t>(), 1, ncclInt32,
                           ncclSum, comm_, stream_),
           "ncclAllReduce", "barrier");
@@ -327,14 +387,21 @@ class NcclGroup final : public Group {
             api_.error_string(r), last && *last ? ": " : "", last ? last : "");
   }
 
-  // Polls until NCCL has no operation in progress and the stream is idle, or the deadline (the
-  // MPI group's rhythm: poll_pause).
-  void wait(const char* what) {
+  // The collective enqueued next on the communication stream starts after the compute stream's
+  // work so far (the kernels that wrote its buffers).
+  void after_compute() { gpu::StreamEvent(gpu::stream()).make_wait(stream_); }
+
+  // Polls until NCCL has no operation in progress and (stream_too) the communication stream is
+  // idle, or the deadline (the MPI group's rhythm: poll_pause). A non-blocking communicator's
+  // call may return before NCCL has enqueued the operation; no other NCCL call may come before
+  // that has finished, which wait(what, false) waits for.
+  void wait(const char* what, bool stream_too = true) {
     const Timer clock;
     for (;;) {
       ncclResult_t state = ncclSuccess;
       check(api_.async_error(comm_, &state), "ncclCommGetAsyncError", what);
       if (state != ncclSuccess && state != ncclInProgress) check(state, "the NCCL operation", what);
+      if (state == ncclSuccess && !stream_too) return;
       if (state == ncclSuccess) {
         const cudaError_t q = cudaStreamQuery(stream_);
         if (q == cudaSuccess) return;
@@ -352,11 +419,13 @@ class NcclGroup final : public Group {
     }
   }
 
+  void enqueued(const char* what) { wait(what, false); }
+
   double timeout_s_;
   const NcclApi& api_;
   std::unique_ptr<Group> bootstrap_;  // the MPI group: rank, size, the unique id
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;             // gpu::comm_stream()
   std::optional<gpu::Scratch> barrier_word_;  // barrier()'s element
   int rank_ = 0, size_ = 1;
   bool broken_ = false;

@@ -42,7 +42,7 @@ void load_tokens(Activations& a, const int32_t* ids, const int32_t* targets,
 // The forward pass once a.ids and a.targets hold the micro-batch, up to a.loss_rows. With head_dw,
 // the LM head's backward for grad_scale too (a.g.dx, head_dw->embed).
 void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw = nullptr,
-                    double grad_scale = 0);
+                    double grad_scale = 0, const LayerStart& layer_start = nullptr);
 
 // The mean of a.loss_rows over the positions with a target (read back to the host).
 double loss_mean(const Activations& a) {
@@ -77,20 +77,20 @@ double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* 
 
 void model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
                                      const int32_t* targets, double grad_scale,
-                                     const Tensor& loss_sum) {
+                                     const Tensor& loss_sum, const LayerStart& layer_start) {
   ZAYA_ASSERT(m.has_grads(),
               "model_forward_and_head_backward before zero_grads() allocated the gradients");
   ZAYA_ASSERT(loss_sum.device == m.device(), "model_forward_and_head_backward: loss_sum on {}",
               device_name(loss_sum.device));
   load_tokens(a, ids, targets, device_copy_async);
-  forward_loaded(m, a, &m.dw, grad_scale);
+  forward_loaded(m, a, &m.dw, grad_scale, layer_start);
   ops::sum_to(loss_sum, a.loss_rows);
 }
 
 namespace {
 
-void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
-                    double grad_scale) {
+void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw, double grad_scale,
+                    const LayerStart& layer_start) {
   ZAYA_ASSERT(a.device() == m.device(), "model_forward: a {} model with {} activations",
               device_name(m.device()), device_name(a.device()));
   const ZayaConfig& c = m.config();
@@ -99,6 +99,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
   const float eps = float(c.norm_epsilon);
   ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
   const Tensor ids_flat = a.ids.view({N});
+  if (layer_start) layer_start(-1);
   ops::embedding_forward(a.emb, ids_flat, w.embed);
 
   const auto prev = previous_moe(c);
@@ -107,6 +108,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
     const LayerWeights& lw = w.layers[size_t(i)];
     const Tensor o_prev = i == 0 ? a.emb : a.layers[size_t(i - 1)].o;
     const Tensor h_prev = i == 0 ? Tensor{} : a.layers[size_t(i - 1)].h;
+    if (layer_start) layer_start(i);
     ops::merge_rmsnorm_forward(l.h, l.x, l.rstd, o_prev, h_prev, lw.res.ao, lw.res.bo, lw.res.ar,
                                lw.res.br, lw.input_norm, eps);
     if (c.is_attention(i))
@@ -115,6 +117,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
       moe_layer_forward(c, lw.moe, l.moe, l.x, router_state_before(a, prev, i), l.o);
   }
   const LayerActs& last = a.layers.back();
+  if (layer_start) layer_start(c.num_layers());
   ops::merge_rmsnorm_forward(a.h_final, a.x_final, a.rstd_final, last.o, last.h, w.final_res.ao,
                              w.final_res.bo, w.final_res.ar, w.final_res.br, w.final_norm, eps);
   // The tied LM head and the loss in blocks (no [N,V] buffer), in training with its backward; the
@@ -131,7 +134,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
 
 }  // namespace
 
-void model_backward(Model& m, Activations& a, double grad_scale) {
+void model_backward(Model& m, Activations& a, double grad_scale, const LayerDone& layer_done) {
   const ZayaConfig& c = m.config();
   const ModelWeights& w = m.w;
   ZAYA_ASSERT(m.has_grads(), "model_backward before zero_grads() allocated the gradients");
@@ -186,8 +189,10 @@ void model_backward(Model& m, Activations& a, double grad_scale) {
                                 h_prev, lw.res.ao, lw.res.bo, lw.res.ar, lw.res.br, lw.input_norm,
                                 l.rstd);
     std::swap(dh_cur, dh_prev);
+    if (layer_done) layer_done(i);
   }
   ops::embedding_backward(dw.embed, g.dout, a.ids.view({N}), c.pad_token_id);
+  if (layer_done) layer_done(-1);
 }
 
 }  // namespace zaya

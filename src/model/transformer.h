@@ -3,6 +3,7 @@
 // the model's device: the activations must live there too; ids and targets are host arrays.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "model/activations.h"
 #include "model/model.h"
@@ -36,15 +37,27 @@ double model_forward_and_head_backward(Model& m, Activations& a, const int32_t* 
 // loss is not read back: loss_sum (F64 [1] on the model's device) = Σ of the per-position losses
 // (ops::sum_to), to be divided by the positions with a target, ops::count_scored of the targets.
 // On the CPU the same bits as the form above: mean = loss_sum / scored.
+// layer_start, when given, is called as the forward is about to read parameters: with −1 before
+// the embedding, i before layer i, num_layers() before the final merge and the LM head (the
+// ZeRO-1 overlap finishes the all-gather of those parameters there: Optimizer::parameters_needed).
+using LayerStart = std::function<void(int64_t layer)>;
 void model_forward_and_head_backward(Model& m, Activations& a, const int32_t* ids,
                                      const int32_t* targets, double grad_scale,
-                                     const Tensor& loss_sum);
+                                     const Tensor& loss_sum,
+                                     const LayerStart& layer_start = nullptr);
 
 // Backward of (grad_scale · Σ per-position losses); for the gradient of the mean loss pass
 // 1/(positions with a target). Parameter gradients accumulate into m.grads(). The LM head's
 // logits are recomputed tile by tile (a.logits, when kept, is left as it is), unless
 // model_forward_and_head_backward already did the head. Must follow model_forward (or
 // model_forward_and_head_backward) on the same activations.
-void model_backward(Model& m, Activations& a, double grad_scale);
+//
+// layer_done, when given, is called as the gradients become final: with i after layer i's
+// backward (layer i's parameters', and for the last layer also the final merge's), then with −1
+// after the embedding's (the end). The ZeRO-1 overlap starts its buckets' reduce-scatters there
+// (Optimizer::gradients_ready); the work it queues runs between the layers.
+using LayerDone = std::function<void(int64_t layer)>;
+void model_backward(Model& m, Activations& a, double grad_scale,
+                    const LayerDone& layer_done = nullptr);
 
 }  // namespace zaya

@@ -23,8 +23,15 @@ struct OptimConfig {
   bool muon_bf16 = false;      // Newton–Schulz's products in BF16 (train.device = gpu only)
   double muon_rms_scale = 0.2;
   double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
+  // ZeRO-1 bucket size in MiB of F32 gradients (train/zero_plan.h; 0 = one bucket).
+  double zero_bucket_mb = 64;
   double balance_lr = 1e-3, balance_beta1 = 0.9, balance_beta2 = 0.999, balance_eps = 1e-8;
 };
+
+// The ZeRO-1 bucket target of make_zero_plan, in elements.
+inline int64_t zero_bucket_elements(const OptimConfig& o) {
+  return int64_t(o.zero_bucket_mb * double(1 << 20) / 4.0);
+}
 
 // The schedule of a run of `steps` optimizer steps.
 inline Schedule make_schedule(const OptimConfig& o, int64_t steps) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <string_view>
 
 #include "dist/group.h"
@@ -50,13 +52,15 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
       own_group_(std::move(own_group)),
       group_(group ? *group : *own_group_),
       layout_(m.layout()),
-      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size())),
+      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size(), zero_bucket_elements(cfg))),
       device_(m.device()) {
   const ZayaConfig& c = m.config();
   size_t used = 0, largest = 0, largest_k = 0;
   for (const ZeroSegment& z : plan_.owned_by(group_.rank())) {
     const ParamSpec& s = layout_.specs[z.spec];
-    Piece p{z.spec, Rule::AdamW, false, z.begin, z.length, z.shard_offset, used, 0};
+    Piece p{z.spec,   Rule::AdamW, false, z.begin, z.length, z.shard_offset, plan_.bucket_offset(z),
+            z.bucket, used,        0};
+    shard_used_ = std::max(shard_used_, z.shard_offset + z.length);
     used += size_t(z.length);
     if (z.muon) {
       ZAYA_ASSERT(s.shape.size() == 2 && z.begin == 0 && z.length == s.numel(),
@@ -71,6 +75,11 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
               s.kind == ParamKind::Embedding;
     pieces_.push_back(p);
   }
+  // The owned pieces are in shard order, so bucket by bucket: bucket b's are
+  // [bucket_first_[b], bucket_first_[b + 1]).
+  bucket_first_.assign(plan_.buckets.size() + 1, 0);
+  for (const Piece& p : pieces_) ++bucket_first_[p.bucket + 1];
+  std::partial_sum(bucket_first_.begin(), bucket_first_.end(), bucket_first_.begin());
   for (size_t i = 0; i < pieces_.size(); ++i) {  // scratch for the largest batch of Muon pieces
     if (pieces_[i].rule != Rule::Muon) continue;
     const size_t end = muon_batch_end(pieces_, i, layout_);
@@ -83,7 +92,8 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
     const ParamSpec& s = layout_.specs[i];
     if (s.kind != ParamKind::Buffer) continue;
     const int64_t n = c.num_experts(s.layer);
-    pieces_.push_back({i, Rule::Balance, false, 0, n, 0, used, used + size_t(n)});
+    pieces_.push_back(
+        {i, Rule::Balance, false, 0, n, 0, 0, plan_.buckets.size(), used, used + size_t(n)});
     used += 2 * size_t(n);
     largest_k = std::max(largest_k, size_t(c.router_classes(s.layer)));
   }
@@ -105,16 +115,48 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
   }
   bucket_ = Buffer(size_t(plan_.bucket_elements()) * sizeof(float), device_);  // padding: zero
   shard_ = Buffer(size_t(plan_.chunk) * sizeof(float), device_);
-  // The bucket's copy lists: every rank's segments in (pack), the others' out (unpack).
+  // The buckets' copy lists: every rank's segments in (pack), the others' out (unpack).
+  pack_.resize(plan_.buckets.size());
+  unpack_.resize(plan_.buckets.size());
   for (const ZeroSegment& z : plan_.segments) {
     const ops::CopySegment in{int64_t(layout_.specs[z.spec].offset) + z.begin,
-                              z.rank * plan_.chunk + z.shard_offset, z.length};
-    pack_.push_back(in);
-    if (z.rank != group_.rank()) unpack_.push_back({in.dst, in.src, in.length});
+                              plan_.bucket_offset(z), z.length};
+    pack_[z.bucket].push_back(in);
+    if (z.rank != group_.rank()) unpack_[z.bucket].push_back({in.dst, in.src, in.length});
   }
 }
 
 Optimizer::~Optimizer() = default;
+
+Tensor Optimizer::bucket_region(size_t b) const {
+  const ZeroBucket& k = plan_.buckets[b];
+  return flat(bucket() + k.offset, k.chunk * plan_.world);
+}
+
+Tensor Optimizer::shard_chunk(size_t b) const {
+  const ZeroBucket& k = plan_.buckets[b];
+  return flat(shard() + k.shard_offset, k.chunk);
+}
+
+Tensor Optimizer::bucket_chunk(size_t b) const {
+  const ZeroBucket& k = plan_.buckets[b];
+  return flat(bucket() + k.offset + group_.rank() * k.chunk, k.chunk);
+}
+
+void Optimizer::start_bucket(const Model& m) {
+  const size_t b = pending_.size();
+  // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
+  ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_[b]);
+  pending_.push_back(group_.start_reduce_scatter(bucket_region(b), shard_chunk(b)));
+}
+
+void Optimizer::gradients_ready(const Model& m, int64_t layer) {
+  if (alone()) return;
+  while (pending_.size() < plan_.buckets.size() &&
+         plan_.buckets[pending_.size()].ready_after >= layer)
+    start_bucket(m);
+  group_.progress();
+}
 
 bool Optimizer::alone() const {
   return group_.size() == 1;
@@ -153,17 +195,19 @@ double Optimizer::reduce_gradients(const Model& m) {
     for (const auto& [offset, n] : grad_runs_) sum += ops::sum_squares(flat(m.grads() + offset, n));
     return std::sqrt(sum);
   }
-  // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
-  ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_);
-  group_.reduce_scatter(bucket_all(), flat(shard(), plan_.chunk));
-  double sum = ops::sum_squares(flat(shard(), plan_.elements[size_t(group_.rank())]));
+  while (pending_.size() < plan_.buckets.size()) start_bucket(m);
+  for (const std::unique_ptr<dist::Pending>& p : pending_) p->wait();
+  pending_.clear();
+  // (Over the padding between this rank's buckets too: zeros.)
+  double sum = ops::sum_squares(flat(shard(), shard_used_));
   group_.all_reduce(Tensor(&sum, {1}), dist::ReduceOp::Sum);
   return std::sqrt(sum);
 }
 
-void Optimizer::update(Model& m, double lr, double grad_norm) {
+void Optimizer::update(Model& m, double lr, double grad_norm, bool defer_gathers) {
   ZAYA_ASSERT(m.layout().total == layout_.total, "optimizer: built for another model");
   ZAYA_ASSERT(std::isfinite(grad_norm), "optimizer: update() with a non-finite norm {}", grad_norm);
+  ZAYA_ASSERT(gathers_.empty(), "optimizer: update() before the last update's finish_update()");
   ZAYA_ASSERT(m.device() == device_, "optimizer: built for a {} model, given a {} one",
               device_name(device_), device_name(m.device()));
   // The clipping factor: folded into AdamW's read of the gradient (float(g·float(clip)), the bits
@@ -181,31 +225,57 @@ void Optimizer::update(Model& m, double lr, double grad_norm) {
                 cfg_.muon_symmetric,
                 cfg_.muon_bf16,
                 int(cfg_.muon_ns_steps)};
-  float* send = bucket() + group_.rank() * plan_.chunk;  // this rank's chunk of the bucket
-  for (size_t i = 0; i < pieces_.size(); ++i) {
-    const Piece& p = pieces_[i];
-    if (p.rule == Rule::Balance) continue;
-    const ParamSpec& s = layout_.specs[p.spec];
-    // Muon: a batch of `count` matrices (a layer's experts, or one); AdamW: the piece
-    const size_t end = p.rule == Rule::Muon ? muon_batch_end(pieces_, i, layout_) : i + 1;
-    const int64_t count = int64_t(end - i), n = count * p.n;
-    const Tensor w = flat(m.params() + s.offset + p.begin, n);
-    const Tensor g = grad_of(m, p, n);
-    if (p.rule == Rule::Muon) {
-      if (clip != 1.0) ops::scale(g, clip);
-      muon_update(w, g, flat(state() + p.s0, n), flat(static_cast<float*>(scratch_.data()), n),
-                  count, s.shape[0], s.shape[1], mp);
-    } else {
-      ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
-      ops::adamw_update(w, g, flat(state() + p.s0, n), flat(state() + p.s1, n), ap);
+  // Bucket by bucket in the order the next forward reads them (the embedding's first), each
+  // bucket's all-gather started as soon as its part of the update is done.
+  for (size_t b = plan_.buckets.size(); b-- > 0;) {
+    for (size_t i = bucket_first_[b]; i < bucket_first_[b + 1]; ++i) {
+      const Piece& p = pieces_[i];
+      const ParamSpec& s = layout_.specs[p.spec];
+      // Muon: a batch of `count` matrices (a layer's experts, or one); AdamW: the piece
+      const size_t end = p.rule == Rule::Muon ? muon_batch_end(pieces_, i, layout_) : i + 1;
+      const int64_t count = int64_t(end - i), n = count * p.n;
+      const Tensor w = flat(m.params() + s.offset + p.begin, n);
+      const Tensor g = grad_of(m, p, n);
+      if (p.rule == Rule::Muon) {
+        if (clip != 1.0) ops::scale(g, clip);
+        muon_update(w, g, flat(state() + p.s0, n), flat(static_cast<float*>(scratch_.data()), n),
+                    count, s.shape[0], s.shape[1], mp);
+      } else {
+        ap.weight_decay = p.decay ? cfg_.weight_decay : 0.0;
+        ops::adamw_update(w, g, flat(state() + p.s0, n), flat(state() + p.s1, n), ap);
+      }
+      if (!alone()) ops::copy(flat(bucket() + p.at, n), w);  // this rank's chunk of its bucket
+      i = end - 1;
     }
-    if (!alone()) ops::copy(flat(send + p.shard, n), w);
-    i = end - 1;
+    if (!alone())
+      gathers_.push_back({b, group_.start_all_gather(bucket_chunk(b), bucket_region(b))});
   }
-  if (alone()) return;  // every parameter was updated in place
-  group_.all_gather(flat(send, plan_.chunk), bucket_all());
-  // The other ranks' parameters (this rank's were updated in place above).
-  ops::copy_segments(flat(m.params(), int64_t(layout_.total)), bucket_all(), unpack_);
+  if (!defer_gathers) finish_update(m);
+}
+
+void Optimizer::parameters_needed(Model& m, int64_t layer) {
+  if (gathers_.empty()) return;
+  for (;
+       gathered_ < gathers_.size() && plan_.buckets[gathers_[gathered_].first].ready_after <= layer;
+       ++gathered_)
+    unpack_bucket(m, gathered_);
+  if (gathered_ == gathers_.size()) {
+    gathers_.clear();
+    gathered_ = 0;
+  } else {
+    group_.progress();
+  }
+}
+
+void Optimizer::finish_update(Model& m) {
+  parameters_needed(m, std::numeric_limits<int64_t>::max());
+}
+
+void Optimizer::unpack_bucket(Model& m, size_t k) {
+  const auto& [b, pending] = gathers_[k];
+  pending->wait();
+  // The other ranks' parameters (this rank's were updated in place).
+  ops::copy_segments(flat(m.params(), int64_t(layout_.total)), bucket_all(), unpack_[b]);
 }
 
 double Optimizer::step(Model& m, double lr) {

@@ -12,10 +12,16 @@
 // ZeRO-1 (train/zero_plan.h): the optimizer belongs to a dist::Group. Each rank holds the state of
 // the parameters it owns only (whole Muon matrices, a slice of the AdamW tensors) plus a copy of
 // the tiny balancing-bias state. A step is: reduce_gradients (the gradients of all ranks summed
-// into each owner's shard by one reduce-scatter of the padded flat bucket, the global norm from an
-// all-reduce of the shards' sums of squares) → update (clip, Muon/AdamW on the owned shard, one
-// all-gather so every rank holds all parameters). With the single group (size 1) this is the one
-// process step: the same code, the collectives are copies.
+// into each owner's shard by one reduce-scatter per bucket of the padded flat bucket buffer, the
+// global norm from an all-reduce of the shards' sums of squares) → update (clip, Muon/AdamW on the
+// owned shard, one all-gather per bucket so every rank holds all parameters). With the single
+// group (size 1) this is the one process step: the same code, the collectives are copies.
+//
+// Overlap: the trainer passes gradients_ready as model_backward's layer hook on the last
+// micro-batch, so each bucket's reduce-scatter starts (dist::Group::start_reduce_scatter) as soon
+// as the backward has finished its layers, while the rest of the backward runs; reduce_gradients
+// then starts any bucket not started yet and waits for all. The same collectives on the same
+// buffers either way: the same bits with or without the hook.
 //
 // Device: the state, the bucket, the shard and Muon's scratch live on the model's device (one
 // allocation each), and every update, pack and unpack is an op on it; the group's collectives then
@@ -48,7 +54,8 @@
 
 namespace zaya::dist {
 class Group;
-}
+class Pending;
+}  // namespace zaya::dist
 
 namespace zaya {
 
@@ -66,11 +73,24 @@ class Optimizer {
   // Collective. Sums m.grads() over the ranks into this rank's shard and returns the global
   // pre-clip gradient norm (NaN/Inf when any gradient on any rank is non-finite).
   double reduce_gradients(const Model& m);
+  // Collective (every rank, in the same order). model_backward has finished `layer` (its
+  // LayerDone hook): the buckets whose gradients are now final are packed and their
+  // reduce-scatters started; started ones are progressed. Only on the step's last backward.
+  void gradients_ready(const Model& m, int64_t layer);
   // Collective. With the finite norm that the last reduce_gradients returned: clips the shard to
   // optim.grad_clip by it (the one gradient clipping), updates this rank's parameters with
   // learning rate lr and all-gathers them into m.params() on every rank; increments the step
   // count.
-  void update(Model& m, double lr, double grad_norm);
+  void update(Model& m, double lr, double grad_norm) { update(m, lr, grad_norm, false); }
+  // With defer_gathers (the trainer) update() returns with the all-gathers of the parameters
+  // still in flight (each bucket's started as soon as its part of the update was done): the next
+  // forward's LayerStart hook calls parameters_needed, which finishes those the layer reads, so
+  // they overlap the forward; finish_update finishes all of them. Until then the parameters of
+  // other ranks' shards are the old ones: anything else that reads them (evaluation, a
+  // checkpoint, a rollback) must call finish_update first.
+  void update(Model& m, double lr, double grad_norm, bool defer_gathers);
+  void parameters_needed(Model& m, int64_t layer);  // model_forward's LayerStart numbering
+  void finish_update(Model& m);
   // reduce_gradients, then update unless the norm is non-finite; returns the norm.
   double step(Model& m, double lr);
 
@@ -107,6 +127,8 @@ class Optimizer {
     bool decay;        // weight decay applies
     int64_t begin, n;  // elements [begin, begin + n) of the tensor (Balance: the real experts)
     int64_t shard;     // offset in the shard (Muon/AdamW)
+    int64_t at;        // offset in the bucket buffer (Muon/AdamW; with several ranks)
+    size_t bucket;     // its plan bucket (Balance: buckets.size())
     size_t s0, s1;     // state offsets (elements): momentum / m, and v
   };
   OptimConfig cfg_;
@@ -122,10 +144,16 @@ class Optimizer {
   // Alone: the layout ranges [offset, offset + length) the owned pieces cover, adjacent pieces
   // merged (the gradient norm's sums: one per run, few on any model).
   std::vector<std::pair<int64_t, int64_t>> grad_runs_;
-  Buffer scratch_;                        // F32: Muon's u / O, sized for the largest owned matrix
-  Buffer counts_;                         // F64 [largest K]: a layer's routing counts (GPU only)
-  std::vector<ops::CopySegment> pack_;    // gradients → bucket: every segment
-  std::vector<ops::CopySegment> unpack_;  // bucket → parameters: the other ranks' segments
+  Buffer scratch_;  // F32: Muon's u / O, sized for the largest owned matrix
+  Buffer counts_;   // F64 [largest K]: a layer's routing counts (GPU only)
+  std::vector<std::vector<ops::CopySegment>> pack_;    // per bucket: gradients → bucket buffer
+  std::vector<std::vector<ops::CopySegment>> unpack_;  // per bucket: the others' segments out
+  std::vector<size_t> bucket_first_;  // owned pieces of bucket b: [first[b], first[b + 1])
+  // The last update's all-gathers (bucket, pending) in the order started; [0, gathered_) done.
+  std::vector<std::pair<size_t, std::unique_ptr<dist::Pending>>> gathers_;
+  size_t gathered_ = 0;
+  std::vector<std::unique_ptr<dist::Pending>> pending_;  // this step's started reduce-scatters
+  int64_t shard_used_ = 0;  // the shard's elements up to this rank's last owned one
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
@@ -139,6 +167,12 @@ class Optimizer {
   // n floats at p, memory of device_ (the optimizer's buffers and the model's arenas).
   Tensor flat(float* p, int64_t n) const { return Tensor(p, {n}).on(device_); }
   Tensor bucket_all() const { return flat(bucket(), plan_.bucket_elements()); }
+  // Bucket b of the bucket buffer (world·chunk) and this rank's chunk of it in the shard.
+  Tensor bucket_region(size_t b) const;
+  Tensor shard_chunk(size_t b) const;
+  Tensor bucket_chunk(size_t b) const;     // this rank's chunk of bucket b in the bucket buffer
+  void start_bucket(const Model& m);       // the next bucket's pack and reduce-scatter
+  void unpack_bucket(Model& m, size_t k);  // gathers_[k]: wait, then the parameters out
   int64_t balance_steps() const;
   void set_balance_steps(int64_t s);
   OptimizerShard state_shard(bool with_replicated);

@@ -93,6 +93,10 @@ const std::vector<TrainField>& train_fields() {
       {"optim.adam_beta1", &O::adam_beta1, "AdamW β1", unit_open_right},
       {"optim.adam_beta2", &O::adam_beta2, "AdamW β2", unit_open_right},
       {"optim.adam_eps", &O::adam_eps, "AdamW ε", positive},
+      {"optim.zero_bucket_mb", &O::zero_bucket_mb,
+       "ZeRO-1 bucket size, MiB of F32 gradients: with several ranks each bucket's reduce-scatter "
+       "starts as soon as the backward has finished its layers (0 = one bucket, at the end)",
+       non_negative},
       {"optim.balance_lr", &O::balance_lr, "learning rate of the balancing-bias AdamW",
        non_negative},
       {"optim.balance_beta1", &O::balance_beta1, "balancing-bias AdamW β1", unit_open_right},

@@ -317,6 +317,9 @@ struct Trainer::Impl {
   void skip_discarded_windows();
   bool judge(const StepResult& r, bool nonfinite, const LoaderState& window_start);
   void rollback(int64_t step);
+  // The last update's parameter all-gathers finished (they are left in flight for the next
+  // step's forward to overlap): before anything else reads or replaces the parameters.
+  void settle() { optim->finish_update(*model); }
   void note_stragglers(int64_t step);
   void corrupt_checkpoint(int64_t step);
 };
@@ -451,8 +454,10 @@ void Trainer::Impl::log_setup() {
   const auto [least, most] = std::minmax_element(plan.elements.begin(), plan.elements.end());
   const std::string sharding =
       world == 1 ? std::string("one rank: the gradients are read in place, no ZeRO bucket")
-                 : fmt::format("shards of {}–{} parameters in a {} × {} bucket", *least, *most,
-                               world, plan.chunk);
+                 : fmt::format(
+                       "shards of {}–{} parameters in a {} × {} bucket buffer, {} "
+                       "bucket(s) reduced as the backward finishes them",
+                       *least, *most, world, plan.chunk, plan.buckets.size());
   log_info(
       "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
       "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); {}",
@@ -463,6 +468,7 @@ void Trainer::Impl::log_setup() {
 // Collective: the mean over eval_batches global batches, split over the ranks like training.
 double Trainer::Impl::validation_loss() {
   if (!has_val) return NAN;
+  settle();
   TokenLoader val(cfg.dataset, "val", T + 1, uint64_t(cfg.seed), rank, world);  // same each time
   double sum = 0;
   for (int64_t i = 0; i < cfg.eval_batches; ++i) {
@@ -477,6 +483,7 @@ double Trainer::Impl::validation_loss() {
 // A sample from the current weights through infer/'s KV-cached decoder and sampler.
 void Trainer::Impl::print_sample(int64_t step) {
   if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
+  settle();
   GenerationRequest req;
   if (tokenizer->bos_id() >= 0) req.prompt.push_back(tokenizer->bos_id());
   for (int32_t id : tokenizer->encode(cfg.sample_prompt)) req.prompt.push_back(id);
@@ -507,6 +514,7 @@ void Trainer::Impl::print_sample(int64_t step) {
 
 void Trainer::Impl::save(int64_t step) {
   if (cfg.checkpoint_dir.empty()) return;
+  settle();
   CheckpointData d;
   state.data = train_data->state();
   state.anomaly = anomaly.to_json();
@@ -549,10 +557,20 @@ StepResult Trainer::Impl::train_step() {
     const ops::MatmulPrecisionScope matmuls(device, precision);
     // (The LM head's backward rides along with its forward: one logits product, not two.)
     const Tensor loss_sum = Tensor(static_cast<double*>(loss_sums.data()) + micro, {1}).on(device);
-    model_forward_and_head_backward(m, *acts, slot.inputs, slot.targets, grad_scale, loss_sum);
+    // The first forward finishes the last update's all-gathers layer by layer as it reads them.
+    model_forward_and_head_backward(
+        m, *acts, slot.inputs, slot.targets, grad_scale, loss_sum,
+        micro == 0 ? LayerStart([&](int64_t layer) { optim->parameters_needed(m, layer); })
+                   : LayerStart());
+    if (micro == 0) optim->finish_update(m);  // (a no-op: the forward's last hook did it)
     staging->issued();
     counts->add(config(), *acts);
-    model_backward(m, *acts, grad_scale);
+    // The last micro-batch's backward starts the ZeRO-1 buckets' reduce-scatters as it finishes
+    // their layers (Optimizer::gradients_ready).
+    const bool last = micro + 1 == cfg.grad_accum;
+    model_backward(
+        m, *acts, grad_scale,
+        last ? LayerDone([&](int64_t layer) { optim->gradients_ready(m, layer); }) : LayerDone());
   }
   // The loss sums and routing counts of the step, read once.
   device_copy(Tensor(loss_sums_host.data(), {cfg.grad_accum}),
@@ -584,7 +602,7 @@ StepResult Trainer::Impl::train_step() {
   r.skipped = judge(r, agreed[1] > 0, window_start);
   if (!r.skipped) {
     heartbeat::enter(Section::Optimizer);
-    optim->update(m, r.lr, norm);
+    optim->update(m, r.lr, norm, /*defer_gathers=*/true);  // finished by the next forward
     optim->update_balancing_biases(m, *counts);
   }
   state.step = r.step;
@@ -646,6 +664,7 @@ bool Trainer::Impl::judge(const StepResult& r, bool nonfinite, const LoaderState
 // windows are skipped from now on (exact: the data position is in the checkpoint), later
 // checkpoints are discarded and the metrics file is cut back, so every step is logged once.
 void Trainer::Impl::rollback(int64_t step) {
+  settle();
   const int64_t first = state.anomalous.front().step;
   double target = -1;
   if (!cfg.checkpoint_dir.empty()) {
@@ -810,6 +829,7 @@ void Trainer::after_step(const StepResult& r) {
 }
 
 TrainSummary Trainer::finish() {
+  impl_->settle();
   if (impl_->async_writer) impl_->async_writer->wait();
   heartbeat::enter(heartbeat::Section::Done);
   impl_->events.write({{"event", "done"}});
@@ -822,6 +842,7 @@ const TrainerState& Trainer::state() const {
 }
 
 const Model& Trainer::model() const {
+  impl_->settle();
   return *impl_->model;
 }
 

@@ -195,6 +195,48 @@ TEST(GpuNcclRank, Collectives) {
             "broadcast from " + std::to_string(root) + " " + tag);
       }
     }
+  // The started forms (the ZeRO-1 overlap) on device buffers: two reduce-scatters and an
+  // all-gather in flight with a blocking all-reduce between them, finished in reverse order —
+  // the MPI group's blocking results, bit for bit.
+  {
+    const int64_t count = 40009;
+    DevicePair a = random_pair(DType::F32, {count * n}, 21 + uint64_t(r));
+    DevicePair b = random_pair(DType::F32, {count * n}, 31 + uint64_t(r));
+    DevicePair ga = rank_data(DType::F32, count, 0), gb = rank_data(DType::F32, count, 0);
+    DevicePair gsend = random_pair(DType::F32, {count}, 41 + uint64_t(r));
+    DevicePair gather = rank_data(DType::F32, count * n, 0), word = rank_data(DType::F64, 3, r);
+    auto pa = nccl->start_reduce_scatter(a.gpu, ga.gpu);
+    auto pg = nccl->start_all_gather(gsend.gpu, gather.gpu);
+    nccl->all_reduce(word.gpu, ReduceOp::Sum);
+    auto pb = nccl->start_reduce_scatter(b.gpu, gb.gpu);
+    nccl->progress();
+    pb->wait();
+    pg->wait();
+    pa->wait();
+    mpi->reduce_scatter(a.cpu, ga.cpu);
+    mpi->reduce_scatter(b.cpu, gb.cpu);
+    mpi->all_gather(gsend.cpu, gather.cpu);
+    mpi->all_reduce(word.cpu, ReduceOp::Sum);
+    EXPECT_EQ(ga.gpu_values(), DevicePair::values_of(ga.cpu)) << "started reduce_scatter a";
+    EXPECT_EQ(gb.gpu_values(), DevicePair::values_of(gb.cpu)) << "started reduce_scatter b";
+    EXPECT_EQ(gather.gpu_values(), DevicePair::values_of(gather.cpu)) << "started all_gather";
+    EXPECT_EQ(word.gpu_values(), DevicePair::values_of(word.cpu)) << "all_reduce between";
+    // In place, and a host buffer (staged: the blocking call).
+    DevicePair c = random_pair(DType::F32, {count * n}, 51 + uint64_t(r));
+    DevicePair c2 = rank_data(DType::F32, count * n, 0);
+    std::memcpy(c2.cpu.data, c.cpu.data, c.cpu.nbytes());
+    nccl->start_reduce_scatter(c.gpu, part(c.gpu, r * count, count))->wait();
+    nccl->start_reduce_scatter(c2.cpu, part(c2.cpu, r * count, count))->wait();
+    mpi->reduce_scatter(c.cpu, part(c.cpu, r * count, count));
+    const std::vector<double> got = c.gpu_values(), staged = DevicePair::values_of(c2.cpu),
+                              want = DevicePair::values_of(c.cpu);
+    EXPECT_TRUE(std::equal(got.begin() + r * count, got.begin() + (r + 1) * count,
+                           want.begin() + r * count))
+        << "started reduce_scatter in place";
+    EXPECT_TRUE(std::equal(staged.begin() + r * count, staged.begin() + (r + 1) * count,
+                           want.begin() + r * count))
+        << "started reduce_scatter of a host buffer";
+  }
   // Host buffers through the NCCL group (staged on the GPU), and a mixed call.
   DevicePair a = rank_data(DType::F64, 1001, r), b = rank_data(DType::F64, 1001, r);
   nccl->all_reduce(a.cpu, ReduceOp::Sum);

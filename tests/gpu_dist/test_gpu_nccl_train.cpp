@@ -1,6 +1,7 @@
 // `mpirun -np 2 zaya train --set train.device=gpu` (the NCCL group, ZeRO-1 on GPU buckets)
 // against the same 2-rank run on the CPU (the mpi group): every step's loss within 1e-4
-// relative (label mpi; skipped without a GPU, mpirun or a
+// relative, with one ZeRO-1 bucket (Muon) and with one per layer (AdamW: the reduce-scatters
+// overlap the backward) (label mpi; skipped without a GPU, mpirun or a
 // loadable NCCL; scripts/gpu_emu/run.sh test_gpu_nccl_train runs it emulated). Steps:
 // ZAYA_GPU_TRAIN_STEPS (default 3, small for the emulator), Muon and AdamW as configured.
 #include <algorithm>
@@ -73,9 +74,12 @@ TEST(GpuNcclTrain, TwoGpuRanksMatchTwoCpuRanks) {
       "[optim]\nwarmup = 1\nlr = 0.003\nmin_lr = 0.0003\n[checkpoint]\nkeep_last = 0\n");
   for (const std::string muon : {"true", "false"}) {
     const std::string tag = muon == "true" ? "muon" : "adamw";
-    const std::string cpu_log = train(dir, "cpu_" + tag, "--set optim.use_muon=" + muon);
-    const std::string gpu_log =
-        train(dir, "gpu_" + tag, "--set optim.use_muon=" + muon + " --set train.device=gpu");
+    // AdamW with ZeRO-1 buckets of ~26 elements: every layer's reduce-scatter is started on the
+    // communication stream while the backward goes on (Muon: one bucket, after the backward).
+    const std::string sets = "--set optim.use_muon=" + muon +
+                             (muon == "true" ? "" : " --set optim.zero_bucket_mb=0.0001");
+    const std::string cpu_log = train(dir, "cpu_" + tag, sets);
+    const std::string gpu_log = train(dir, "gpu_" + tag, sets + " --set train.device=gpu");
     EXPECT_NE(cpu_log.find("train: 2 rank(s) (mpi)"), std::string::npos) << cpu_log;
     EXPECT_NE(gpu_log.find("train: 2 rank(s) (nccl)"), std::string::npos) << gpu_log;
     const auto want = losses(dir / ("cpu_" + tag + ".jsonl"));

@@ -73,29 +73,40 @@ void all_reduce_case(ReduceOp op, int64_t n) {
 }
 
 template <class T>
-void reduce_scatter_case(int64_t n, bool in_place) {
+void reduce_scatter_case(int64_t n, bool in_place, bool started = false) {
   const int r = group().rank(), p = group().size();
   std::vector<T> send(n * p), recv(n, T(-7));
   for (int64_t i = 0; i < n * p; ++i) send[i] = value<T>(r, i);
   Tensor recv_t = in_place ? Tensor(send.data() + r * n, {n}) : Tensor(recv.data(), {n});
-  group().reduce_scatter(Tensor(send.data(), {n * p}), recv_t);
+  if (started) {
+    std::unique_ptr<Pending> pending =
+        group().start_reduce_scatter(Tensor(send.data(), {n * p}), recv_t);
+    group().progress();
+    pending->wait();
+    pending->wait();  // a second wait returns at once
+  } else {
+    group().reduce_scatter(Tensor(send.data(), {n * p}), recv_t);
+  }
   if (in_place) std::copy(send.begin() + r * n, send.begin() + (r + 1) * n, recv.begin());
   EXPECT_EQ(mismatches(
                 recv, [&](int64_t i) { return reduce_ref<T>(ReduceOp::Sum, p, i); }, r * n),
             0)
-      << "n=" << n << " in_place=" << in_place;
+      << "n=" << n << " in_place=" << in_place << " started=" << started;
 }
 
 template <class T>
-void all_gather_case(int64_t n, bool in_place) {
+void all_gather_case(int64_t n, bool in_place, bool started = false) {
   const int r = group().rank(), p = group().size();
   std::vector<T> send(n), recv(n * p, T(-7));
   for (int64_t j = 0; j < n; ++j) send[j] = value<T>(r, j);
   if (in_place) std::copy(send.begin(), send.end(), recv.begin() + r * n);
   Tensor send_t = in_place ? Tensor(recv.data() + r * n, {n}) : Tensor(send.data(), {n});
-  group().all_gather(send_t, Tensor(recv.data(), {n * p}));
+  if (started)
+    group().start_all_gather(send_t, Tensor(recv.data(), {n * p}))->wait();
+  else
+    group().all_gather(send_t, Tensor(recv.data(), {n * p}));
   EXPECT_EQ(mismatches(recv, [&](int64_t i) { return value<T>(int(i / n), i % n); }), 0)
-      << "n=" << n << " in_place=" << in_place;
+      << "n=" << n << " in_place=" << in_place << " started=" << started;
 }
 
 template <class T>
@@ -131,6 +142,70 @@ TEST(GroupMpi, ReduceScatterEveryDtype) {
       reduce_scatter_case<double>(n, in_place);
       reduce_scatter_case<int32_t>(n, in_place);
     }
+}
+
+// The started forms (the ZeRO-1 overlap) one at a time: the blocking forms' results, every
+// dtype, in and out of place, 1000003 elements = the staged pieces.
+TEST(GroupMpi, StartedCollectivesGiveTheBlockingResults) {
+  for (bool in_place : {false, true})
+    for (int64_t n : kCounts) {
+      reduce_scatter_case<float>(n, in_place, true);
+      reduce_scatter_case<double>(n, in_place, true);
+      reduce_scatter_case<int32_t>(n, in_place, true);
+      all_gather_case<float>(n, in_place, true);
+      all_gather_case<int32_t>(n, in_place, true);
+    }
+}
+
+// Several in flight with a blocking collective between them, finished in reverse order; F32
+// data that is not exact, so the bits must be the blocking call's, not merely close.
+TEST(GroupMpi, StartedCollectivesOverlapAndKeepTheBits) {
+  const int r = group().rank(), p = group().size();
+  auto noisy = [&](int64_t n, int salt) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      v[size_t(i)] = std::sin(float(i * 31 + r * 7 + salt)) * 1.37e3f / float(1 + i % 97);
+    return v;
+  };
+  for (int64_t n : {int64_t(1000), int64_t(700001)}) {
+    std::vector<float> a = noisy(n * p, 1), b = noisy(n * p, 2), a2 = a, b2 = b;
+    std::vector<float> ra(static_cast<size_t>(n)), rb(static_cast<size_t>(n)),
+        ra2(static_cast<size_t>(n)), rb2(static_cast<size_t>(n));
+    std::vector<int32_t> word = {int32_t(r + 1)};
+    std::vector<float> gather_send = noisy(n, 3), gathered(static_cast<size_t>(n * p)),
+                       gathered2(static_cast<size_t>(n * p));
+    auto pa = group().start_reduce_scatter(Tensor(a.data(), {n * p}), Tensor(ra.data(), {n}));
+    auto pg =
+        group().start_all_gather(Tensor(gather_send.data(), {n}), Tensor(gathered.data(), {n * p}));
+    group().progress();
+    group().all_reduce(Tensor(word.data(), {1}));  // blocking, between started ones
+    auto pb = group().start_reduce_scatter(Tensor(b.data(), {n * p}), Tensor(rb.data(), {n}));
+    group().progress();
+    pb->wait();
+    pg->wait();
+    pa->wait();
+    EXPECT_EQ(word[0], p * (p + 1) / 2);
+    group().reduce_scatter(Tensor(a2.data(), {n * p}), Tensor(ra2.data(), {n}));
+    group().reduce_scatter(Tensor(b2.data(), {n * p}), Tensor(rb2.data(), {n}));
+    group().all_gather(Tensor(gather_send.data(), {n}), Tensor(gathered2.data(), {n * p}));
+    EXPECT_EQ(std::memcmp(ra.data(), ra2.data(), ra.size() * sizeof(float)), 0) << "n=" << n;
+    EXPECT_EQ(std::memcmp(rb.data(), rb2.data(), rb.size() * sizeof(float)), 0) << "n=" << n;
+    EXPECT_EQ(gathered, gathered2) << "n=" << n;
+  }
+  // A pending destroyed unfinished is finished first (every rank then still agrees).
+  std::vector<float> c = noisy(64 * p, 4), rc(64);
+  {
+    auto pending =
+        group().start_reduce_scatter(Tensor(c.data(), {64 * p}), Tensor(rc.data(), {64}));
+  }
+  group().barrier();
+  // Argument errors of the started forms throw before anything is sent.
+  std::vector<float> odd(static_cast<size_t>(3 * p + 1));
+  EXPECT_THROW(
+      group().start_reduce_scatter(Tensor(odd.data(), {3 * p + 1}), Tensor(rc.data(), {3})), Error);
+  EXPECT_THROW(group().start_all_gather(Tensor(rc.data(), {3}), Tensor(odd.data(), {3 * p + 1})),
+               Error);
+  group().barrier();
 }
 
 TEST(GroupMpi, AllGatherEveryDtype) {

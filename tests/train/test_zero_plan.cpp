@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 
 #include "io/zaya_config.h"
+#include "model/activations.h"
 #include "model/model.h"
+#include "model/transformer.h"
 #include "test_util.h"
 #include "train/optimizer.h"
 #include "train/zero_plan.h"
@@ -41,9 +44,10 @@ ParamLayout odd_layout() {
   return l;
 }
 
-void check_plan(const ParamLayout& l, bool use_muon, int world) {
-  SCOPED_TRACE(testing::Message() << "world " << world << " muon " << use_muon);
-  const ZeroPlan p = make_zero_plan(l, use_muon, world);
+void check_plan(const ParamLayout& l, bool use_muon, int world, int64_t bucket_target = 0) {
+  SCOPED_TRACE(testing::Message() << "world " << world << " muon " << use_muon << " bucket "
+                                  << bucket_target);
+  const ZeroPlan p = make_zero_plan(l, use_muon, world, bucket_target);
   ASSERT_EQ(p.world, world);
   ASSERT_EQ(p.first.size(), size_t(world) + 1);
   // Every trainable element exactly once, buffers never.
@@ -62,30 +66,63 @@ void check_plan(const ParamLayout& l, bool use_muon, int world) {
   for (const ParamSpec& s : l.specs)
     for (int64_t i = 0; i < s.numel(); ++i)
       ASSERT_EQ(seen[s.offset + size_t(i)], s.trainable() ? 1 : 0) << s.name << "[" << i << "]";
-  // Per rank: contiguous in the chunk, within it, and the bookkeeping adds up.
-  int64_t max_elements = 0;
+  // Buckets: one after the other in the buffer and the shard, whole layers each, in the order the
+  // backward finishes them (every tensor of a bucket is final by its ready_after, none of a later
+  // bucket before it).
+  const size_t B = p.buckets.size();
+  ASSERT_GE(B, 1u);
+  if (bucket_target == 0) {
+    EXPECT_EQ(B, 1u);
+  }
+  int64_t shard_at = 0;
+  for (size_t b = 0; b < B; ++b) {
+    EXPECT_EQ(p.buckets[b].shard_offset, shard_at);
+    EXPECT_EQ(p.buckets[b].offset, shard_at * world);
+    EXPECT_GE(p.buckets[b].chunk, 1);
+    shard_at += p.buckets[b].chunk;
+    if (b > 0) {
+      EXPECT_LT(p.buckets[b].ready_after, p.buckets[b - 1].ready_after);
+    }
+  }
+  EXPECT_EQ(p.chunk, shard_at);
+  for (const ZeroSegment& z : p.segments) {
+    ASSERT_LT(z.bucket, B);
+    const int64_t ready = gradient_ready_after(l, l.specs[z.spec]);
+    EXPECT_GE(ready, p.buckets[z.bucket].ready_after) << l.specs[z.spec].name;
+    if (z.bucket > 0) {
+      EXPECT_LT(ready, p.buckets[z.bucket - 1].ready_after);
+    }
+  }
+  // Per rank and bucket: contiguous in the rank's chunk of the bucket, within it, and the
+  // bookkeeping adds up; each bucket padded only up to its largest rank.
+  std::vector<int64_t> largest(B, 0), largest_muon_in(B, 0);
   for (int r = 0; r < world; ++r) {
-    int64_t off = 0, state = 0;
+    std::vector<int64_t> off(B, 0);
+    int64_t state = 0, owned = 0;
     for (const ZeroSegment& z : p.owned_by(r)) {
       EXPECT_EQ(z.rank, r);
-      EXPECT_EQ(z.shard_offset, off);
-      off += z.length;
+      EXPECT_EQ(z.shard_offset, p.buckets[z.bucket].shard_offset + off[z.bucket]);
+      EXPECT_EQ(p.bucket_offset(z),
+                p.buckets[z.bucket].offset + r * p.buckets[z.bucket].chunk + off[z.bucket]);
+      off[z.bucket] += z.length;
+      owned += z.length;
       state += z.muon ? z.length : 2 * z.length;
+      if (z.muon) largest_muon_in[z.bucket] = std::max(largest_muon_in[z.bucket], z.length);
     }
-    EXPECT_EQ(off, p.elements[size_t(r)]);
+    EXPECT_EQ(owned, p.elements[size_t(r)]);
     EXPECT_EQ(state, p.state_floats[size_t(r)]);
-    EXPECT_LE(off, p.chunk);
-    max_elements = std::max(max_elements, off);
+    for (size_t b = 0; b < B; ++b) {
+      EXPECT_LE(off[b], p.buckets[b].chunk);
+      largest[b] = std::max(largest[b], off[b]);
+    }
   }
-  EXPECT_EQ(p.chunk, std::max<int64_t>(1, max_elements));  // padding only up to the largest rank
-  // State balance: no rank above the even share by more than the largest Muon matrix (+1).
-  int64_t largest_muon = 0, total_state = 0;
-  for (const ParamSpec& s : l.specs)
-    if (s.trainable() && is_muon_param(s, use_muon))
-      largest_muon = std::max(largest_muon, s.numel());
+  for (size_t b = 0; b < B; ++b) EXPECT_EQ(p.buckets[b].chunk, std::max<int64_t>(1, largest[b]));
+  // State balance: no rank above the even share by more than each bucket's largest Muon matrix
+  // (+1) — each bucket is water-filled on its own.
+  int64_t slack = 0, total_state = 0;
+  for (size_t b = 0; b < B; ++b) slack += largest_muon_in[b] + 1;
   for (int64_t f : p.state_floats) total_state += f;
-  for (int64_t f : p.state_floats)
-    EXPECT_LE(f, (total_state + world - 1) / world + largest_muon + 1);
+  for (int64_t f : p.state_floats) EXPECT_LE(f, (total_state + world - 1) / world + slack);
   // Newton–Schulz work: greedy largest-first is within the largest matrix of the even share.
   double total_cost = 0, largest_cost = 0;
   for (const ParamSpec& s : l.specs)
@@ -95,12 +132,13 @@ void check_plan(const ParamLayout& l, bool use_muon, int world) {
     }
   for (double c : p.muon_cost) EXPECT_LE(c, total_cost / world + largest_cost + 1e-9);
   // Deterministic.
-  const ZeroPlan q = make_zero_plan(l, use_muon, world);
+  const ZeroPlan q = make_zero_plan(l, use_muon, world, bucket_target);
   ASSERT_EQ(q.segments.size(), p.segments.size());
   for (size_t i = 0; i < p.segments.size(); ++i) {
     EXPECT_EQ(q.segments[i].spec, p.segments[i].spec);
     EXPECT_EQ(q.segments[i].begin, p.segments[i].begin);
     EXPECT_EQ(q.segments[i].rank, p.segments[i].rank);
+    EXPECT_EQ(q.segments[i].bucket, p.segments[i].bucket);
   }
 }
 
@@ -110,6 +148,64 @@ TEST(ZeroPlan, CoversEverythingOnceBalancedAndPadded) {
       check_plan(odd_layout(), use_muon, world);
       check_plan(tiny_layout(), use_muon, world);
     }
+}
+
+// Buckets of about `target` elements, whole layers each (1: every layer its own bucket).
+TEST(ZeroPlan, BucketsCoverEverythingOnceInBackwardOrder) {
+  for (bool use_muon : {true, false})
+    for (int world : {1, 2, 3, 7})
+      for (int64_t target : {int64_t(1), int64_t(300), int64_t(5000)}) {
+        check_plan(odd_layout(), use_muon, world, target);
+        check_plan(tiny_layout(), use_muon, world, target);
+      }
+  const ParamLayout l = tiny_layout();
+  const ZeroPlan p = make_zero_plan(l, true, 2, 1);
+  int64_t layers = 0;
+  for (const ParamSpec& s : l.specs) layers = std::max(layers, s.layer + 1);
+  EXPECT_EQ(int64_t(p.buckets.size()), layers + 1);  // every layer, then the embedding
+  EXPECT_EQ(p.buckets.front().ready_after, layers - 1);
+  EXPECT_EQ(p.buckets.back().ready_after, -1);
+  EXPECT_THROW(make_zero_plan(l, true, 2, -1), Error);
+}
+
+// model_backward's hook reports a layer when its gradients (and every later layer's) are final:
+// what the ZeRO-1 overlap sends then is what the whole backward ends with, bit for bit.
+TEST(ZeroPlan, GradientsAreFinalWhenTheBackwardReportsTheirLayer) {
+  const ZayaConfig c = load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+  Model m(c);
+  m.init_random(3);
+  m.zero_grads();
+  const int64_t B = 2, T = 9;
+  Activations a(c, B, T);
+  std::vector<int32_t> ids(size_t(B * T)), targets(size_t(B * T));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = int32_t((i * 37 + 5) % size_t(c.vocab_size));
+    targets[i] = int32_t((i * 53 + 11) % size_t(c.vocab_size));
+  }
+  const double scale = 1.0 / double(B * T);
+  model_forward_and_head_backward(m, a, ids.data(), targets.data(), scale);
+  const ParamLayout& l = m.layout();
+  std::vector<std::vector<float>> at_report(l.specs.size());
+  std::vector<int64_t> reported;
+  model_backward(m, a, scale, [&](int64_t layer) {
+    reported.push_back(layer);
+    for (size_t i = 0; i < l.specs.size(); ++i) {
+      const ParamSpec& s = l.specs[i];
+      if (!s.trainable() || gradient_ready_after(l, s) != layer) continue;
+      const float* g = m.grads() + s.offset;
+      at_report[i].assign(g, g + s.numel());
+    }
+  });
+  std::vector<int64_t> want;
+  for (int64_t i = c.num_layers() - 1; i >= -1; --i) want.push_back(i);
+  EXPECT_EQ(reported, want);
+  for (size_t i = 0; i < l.specs.size(); ++i) {
+    const ParamSpec& s = l.specs[i];
+    if (!s.trainable()) continue;
+    ASSERT_EQ(int64_t(at_report[i].size()), s.numel()) << s.name << " never reported";
+    EXPECT_EQ(std::memcmp(at_report[i].data(), m.grads() + s.offset, size_t(s.numel()) * 4), 0)
+        << s.name << " changed after its layer was reported";
+  }
 }
 
 TEST(ZeroPlan, OneRankOwnsEverythingWhole) {

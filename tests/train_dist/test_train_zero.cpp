@@ -4,7 +4,8 @@
 // shards): every step's loss agrees within 1e-5 relative over 20 steps and so do the final weights;
 // the optimizer state per rank at 2 ranks is ≤ 0.55 of one process's. A checkpoint written by 2
 // ranks (asynchronously) resumes on 1 and on 3 ranks, and one written by 3 ranks (synchronously)
-// on 2, continuing with the uninterrupted run's losses (and bitwise on the same 2 ranks).
+// on 2, continuing with the uninterrupted run's losses (and bitwise on the same 2 ranks). Small
+// ZeRO-1 buckets (reduce-scatters started during the backward) reproduce one process too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -169,6 +170,24 @@ TEST_F(TrainZero, AdamWOnlyRanksReproduceOneProcess) {
   train({"adamw_three", 3, {"optim.use_muon=false", "train.steps=10"}});
   std::printf("AdamW only: max rel loss diff 3 ranks vs 1 process %.3g\n",
               max_loss_diff("adamw_one", "adamw_three", 10));
+}
+
+// ZeRO-1 buckets of ~26 elements (every layer its own): each bucket's reduce-scatter starts as
+// the backward finishes its layers, and the runs still reproduce one process.
+TEST_F(TrainZero, BucketsReducedDuringTheBackwardReproduceOneProcess) {
+  const std::string small = "optim.zero_bucket_mb=0.0001";
+  train({"buckets_one", 1, {"train.steps=10"}});
+  const std::string two = train({"buckets_two", 2, {small, "train.steps=10"}});
+  train({"buckets_three", 3, {small, "train.steps=10", "optim.use_muon=false"}});
+  train({"buckets_adamw_one", 1, {"train.steps=10", "optim.use_muon=false"}});
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(two, m, std::regex("([0-9]+) bucket\\(s\\) reduced"))) << two;
+  EXPECT_GT(std::stoi(m[1]), 2) << two;
+  std::printf(
+      "%s buckets: max rel loss diff vs 1 process: 2 ranks (Muon) %.3g, 3 ranks "
+      "(AdamW) %.3g\n",
+      m[1].str().c_str(), max_loss_diff("buckets_one", "buckets_two", 10),
+      max_loss_diff("buckets_adamw_one", "buckets_three", 10));
 }
 
 // A non-finite gradient on the ranks skips the step on all of them, in agreement.

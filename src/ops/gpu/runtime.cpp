@@ -184,6 +184,31 @@ void copy_to_device_async(void* dst, const void* src, size_t bytes) {
   if (bytes) ZAYA_GPU_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
 }
 
+cudaStream_t comm_stream() {
+  static const cudaStream_t s = [] {
+    (void)stream();  // the context first: the device is chosen there
+    cudaStream_t c = nullptr;
+    ZAYA_GPU_CHECK(cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking));
+    return c;
+  }();
+  return s;
+}
+
+StreamEvent::StreamEvent(cudaStream_t recorded_on) {
+  cudaEvent_t e = nullptr;
+  ZAYA_GPU_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+  ZAYA_GPU_CHECK(cudaEventRecord(e, recorded_on));
+}
+
+StreamEvent::~StreamEvent() {
+  (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));  // released once it has completed
+}
+
+void StreamEvent::make_wait(cudaStream_t other) const {
+  ZAYA_GPU_CHECK(cudaStreamWaitEvent(other, static_cast<cudaEvent_t>(event_), 0));
+}
+
 Fence::~Fence() {
   if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }

@@ -20,6 +20,25 @@ namespace zaya::gpu {
 // The stream all work is issued on (created, with the device chosen, on first use).
 cudaStream_t stream();
 
+// The NCCL group's stream (dist/nccl.cpp; created on first use, on stream()'s device): its
+// collectives run there, overlapping the work of stream(), ordered against it by StreamEvents.
+cudaStream_t comm_stream();
+
+// An event recorded on a stream at construction: make_wait(other) lets the work queued on
+// `other` from then on start only after the work recorded here has finished (the host does not
+// wait). Destroying it is safe at any time.
+class StreamEvent {
+ public:
+  explicit StreamEvent(cudaStream_t recorded_on);
+  ~StreamEvent();
+  StreamEvent(const StreamEvent&) = delete;
+  StreamEvent& operator=(const StreamEvent&) = delete;
+  void make_wait(cudaStream_t other) const;
+
+ private:
+  void* event_ = nullptr;
+};
+
 // Streaming multiprocessors (CUs on AMD) of the current device: for grid sizes.
 int multiprocessor_count();
 

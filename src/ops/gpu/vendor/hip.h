@@ -51,6 +51,7 @@
 #define cudaEventRecord hipEventRecord
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
+#define cudaStreamWaitEvent hipStreamWaitEvent
 
 #define ZAYA_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #define ZAYA_SHFL(v, lane) __shfl((v), (lane))
