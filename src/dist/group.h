@@ -44,10 +44,9 @@ enum class ReduceOp { Sum, Max, Min };
 class Pending {
  public:
   virtual ~Pending() = default;
-  // Finishes it (once; later calls return at once): afterwards the result is there for whatever
-  // runs next — the host's reads on the mpi group; on the nccl group the work queued next on the
-  // GPU stream (the host does not wait: a hung peer surfaces in the next blocking collective's
-  // timeout, whose wait covers the stream). A pending destroyed unfinished is finished first.
+  // Finishes it (once; later calls return at once), against the group's timeout like a blocking
+  // call: afterwards the result is there for whatever runs next. A pending destroyed unfinished
+  // is finished first (not after a failure: the peers may be gone). The group must outlive it.
   virtual void wait() = 0;
 };
 
@@ -71,9 +70,9 @@ class Group {
 
   // Asynchronous forms: start the collective and return. mpi: non-blocking MPI requests, which
   // move data only inside MPI calls, so call progress() now and then while computing; nccl:
-  // device buffers only, on the group's communication stream after the work already queued on
-  // the GPU stream, overlapping what is queued next. The single group (and the default here)
-  // finishes in the call.
+  // device buffers (host buffers: a blocking call), on the group's communication stream after
+  // the work already queued on the GPU stream, overlapping what is queued next. The single group
+  // (and the default here) finishes in the call.
   virtual std::unique_ptr<Pending> start_reduce_scatter(const Tensor& send, const Tensor& recv);
   virtual std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv);
   // Lets the started collectives advance (mpi: tests their requests); a no-op elsewhere.

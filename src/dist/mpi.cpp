@@ -374,8 +374,10 @@ MpiPending::MpiPending(MpiGroup& g, const char* what) : g_(g), what_(what) {
 
 MpiPending::~MpiPending() {
   if (!done_) {
-    if (std::uncaught_exceptions() > 0) {
-      g_mpi_broken = true;  // the requests stay open: MPI_Finalize must not wait for them
+    if (std::uncaught_exceptions() > 0 || g_mpi_broken) {
+      // Unwinding, or after a failure: the peers may be gone, so waiting could only time out.
+      // The requests stay open: MPI_Finalize must not wait for them.
+      g_mpi_broken = true;
     } else {
       try {
         wait();
@@ -395,6 +397,7 @@ void MpiPending::test() {
 
 void MpiPending::wait() {
   if (done_) return;
+  g_.check_usable(what_);
   {
     const heartbeat::Scope beat(heartbeat::Section::Collective, what_);
     g_.wait(reqs, what_);

@@ -14,15 +14,16 @@
 //   wrote its buffers. A blocking call returns when the communication stream has finished it:
 //   the caller may read the result at once, as with the MPI group. A started one
 //   (start_reduce_scatter / start_all_gather, device buffers) returns once NCCL has enqueued it;
-//   the compute stream meanwhile runs on, and its Pending's wait() orders the compute stream's
-//   next work after the collective (an event; the host does not wait). One stream for all of the
-//   group's collectives keeps them in the order every rank issued them.
+//   the compute stream meanwhile runs on, and its Pending's wait() polls the event after it
+//   against the group's deadline (the host waits there, as for a blocking call, but the GPU has
+//   had the work queued meanwhile to overlap). One stream for all of the group's collectives
+//   keeps them in the order every rank issued them.
 // - Timeouts: the communicator is non-blocking (NCCL's config.blocking = 0), so no NCCL call
 //   waits for a peer; wait() polls ncclCommGetAsyncError and the stream until both are done, an
 //   NCCL error or the group's deadline. On error or timeout the communicator is aborted
 //   (ncclCommAbort), the group is unusable and the zaya::Error names the collective. The
 //   deadline covers the kernels queued before the collective too (the event orders them first),
-//   and the collectives started before it.
+//   and the collectives started before it; a started one's wait() polls the same way.
 // - Host buffers (the trainer's scalars and bookkeeping) are staged: copied to device scratch
 //   memory, reduced there, copied back. Mixed calls (send on the GPU, recv on the host) work.
 #include <nccl.h>
@@ -181,23 +182,24 @@ class Staged {
   std::optional<gpu::Scratch> scratch_;
 };
 
-// A started collective: the event after it on the communication stream.
+class NcclGroup;
+
+// A started collective: the event after it on the communication stream. wait() polls it against
+// the group's deadline (a dead peer becomes an error and an aborted communicator, not a hang).
 class NcclPending final : public Pending {
  public:
-  NcclPending() : done_(gpu::comm_stream()) {}
+  NcclPending(NcclGroup& g, const char* what) : g_(g), what_(what), done_(gpu::comm_stream()) {}
   ~NcclPending() override {
     try {
       wait();
-    } catch (const std::exception&) {  // a failed event call: the next collective reports it
+    } catch (const std::exception&) {  // the group is broken now: the next call reports it
     }
   }
-  void wait() override {
-    if (waited_) return;
-    done_.make_wait(gpu::stream());
-    waited_ = true;
-  }
+  void wait() override;
 
  private:
+  NcclGroup& g_;
+  const char* what_;
   gpu::StreamEvent done_;
   bool waited_ = false;
 };
@@ -331,7 +333,7 @@ class NcclGroup final : public Group {
                               ncclSum, comm_, stream_),
           "ncclReduceScatter", "reduce_scatter");
     enqueued("reduce_scatter");
-    return std::make_unique<NcclPending>();
+    return std::make_unique<NcclPending>(*this, "reduce_scatter");
   }
 
   std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv) override {
@@ -344,7 +346,7 @@ class NcclGroup final : public Group {
                           stream_),
           "ncclAllGather", "all_gather");
     enqueued("all_gather");
-    return std::make_unique<NcclPending>();
+    return std::make_unique<NcclPending>(*this, "all_gather");
   }
 
   // NCCL has no barrier: a one-element all-reduce that every rank must join.
@@ -421,6 +423,33 @@ class NcclGroup final : public Group {
 
   void enqueued(const char* what) { wait(what, false); }
 
+ public:
+  // A started collective's wait: until its event has passed, an NCCL error or the deadline.
+  void wait_for(const gpu::StreamEvent& done, const char* what) {
+    check_usable(what);
+    const heartbeat::Scope beat(heartbeat::Section::Collective, what);
+    const Timer clock;
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      check(api_.async_error(comm_, &state), "ncclCommGetAsyncError", what);
+      if (state != ncclSuccess && state != ncclInProgress) check(state, "the NCCL operation", what);
+      bool passed = false;
+      try {
+        passed = done.done();
+      } catch (const Error& e) {
+        give_up("{}: the GPU stream failed on rank {} of {}: {}", what, rank_, size_, e.what());
+      }
+      if (passed) return;
+      const double waited = clock.seconds();
+      if (waited > timeout_s_) {
+        abandon();
+        fail_timeout(what, timeout_s_, rank_, size_, " (NCCL communicator aborted)");
+      }
+      poll_pause(waited);
+    }
+  }
+
+ private:
   double timeout_s_;
   const NcclApi& api_;
   std::unique_ptr<Group> bootstrap_;  // the MPI group: rank, size, the unique id
@@ -430,6 +459,12 @@ class NcclGroup final : public Group {
   int rank_ = 0, size_ = 1;
   bool broken_ = false;
 };
+
+void NcclPending::wait() {
+  if (waited_) return;
+  waited_ = true;  // (a failed wait has broken the group: no second try)
+  g_.wait_for(done_, what_);
+}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // OptimConfig: the [optim] section of a training config (train_config.h lists its keys, defaults
 // and value ranges once) — what the optimizer, the schedule and the balancing-bias update read.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "train/schedule.h"
@@ -28,9 +29,10 @@ struct OptimConfig {
   double balance_lr = 1e-3, balance_beta1 = 0.9, balance_beta2 = 0.999, balance_eps = 1e-8;
 };
 
-// The ZeRO-1 bucket target of make_zero_plan, in elements.
+// The ZeRO-1 bucket target of make_zero_plan, in elements (0: one bucket; else at least 1).
 inline int64_t zero_bucket_elements(const OptimConfig& o) {
-  return int64_t(o.zero_bucket_mb * double(1 << 20) / 4.0);
+  if (o.zero_bucket_mb <= 0) return 0;
+  return std::max<int64_t>(1, int64_t(o.zero_bucket_mb * double(1 << 20) / 4.0));
 }
 
 // The schedule of a run of `steps` optimizer steps.

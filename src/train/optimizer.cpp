@@ -52,7 +52,10 @@ Optimizer::Optimizer(const Model& m, const OptimConfig& cfg, std::unique_ptr<dis
       own_group_(std::move(own_group)),
       group_(group ? *group : *own_group_),
       layout_(m.layout()),
-      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size(), zero_bucket_elements(cfg))),
+      // One rank reads the gradients in place: nothing to bucket (and one bucket keeps the
+      // gradient norm's summation order independent of optim.zero_bucket_mb).
+      plan_(make_zero_plan(layout_, cfg.use_muon, group_.size(),
+                           group_.size() == 1 ? 0 : zero_bucket_elements(cfg))),
       device_(m.device()) {
   const ZayaConfig& c = m.config();
   size_t used = 0, largest = 0, largest_k = 0;

@@ -134,6 +134,10 @@ TEST(GpuNccl, AHungPeerTimesOutNamingTheCollective) {
   EXPECT_NE(out.find("rank 0 timed out: all_reduce: no answer from the other ranks within 3 s"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("rank 0 timed out (started): reduce_scatter: no answer from the other ranks "
+                     "within 3 s"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(out.find("FAILED"), std::string::npos) << out;
   const size_t at = out.find("rank 0 timed out: ");
   if (at != std::string::npos) std::printf("%s\n", out.substr(at, out.find('\n', at) - at).c_str());
@@ -263,8 +267,9 @@ TEST(GpuNcclRank, Collectives) {
 
 TEST(GpuNcclRank, HungPeer) {
   ZAYA_REQUIRE_ROLE("hung_peer");
-  std::unique_ptr<Group> nccl = dist::make_group("nccl");  // ZAYA_DIST_TIMEOUT=3
-  unsetenv("ZAYA_DIST_TIMEOUT");  // rank 1 waits out rank 0's timeout on the MPI side
+  std::unique_ptr<Group> nccl = dist::make_group("nccl");    // ZAYA_DIST_TIMEOUT=3
+  std::unique_ptr<Group> second = dist::make_group("nccl");  // for a started collective
+  unsetenv("ZAYA_DIST_TIMEOUT");  // rank 1 waits out rank 0's timeouts on the MPI side
   std::unique_ptr<Group> mpi = dist::make_group("mpi", 120);
   DevicePair buf = rank_data(DType::F32, 16, nccl->rank());
   nccl->barrier();
@@ -282,6 +287,14 @@ TEST(GpuNcclRank, HungPeer) {
       EXPECT_NE(std::string(e.what()).find("barrier: the NCCL group is unusable"),
                 std::string::npos)
           << e.what();
+    }
+    // A started collective whose peer never comes: its wait() times out the same way.
+    DevicePair whole = rank_data(DType::F32, 32, 0);
+    try {
+      second->start_reduce_scatter(whole.gpu, buf.gpu)->wait();
+      ADD_FAILURE() << "a started reduce_scatter finished without the peer";
+    } catch (const Error& e) {
+      std::printf("rank 0 timed out (started): %s\n", e.what());
     }
   }
   mpi->barrier();  // both ranks meet again on the host side

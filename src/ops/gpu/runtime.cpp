@@ -209,6 +209,16 @@ void StreamEvent::make_wait(cudaStream_t other) const {
   ZAYA_GPU_CHECK(cudaStreamWaitEvent(other, static_cast<cudaEvent_t>(event_), 0));
 }
 
+bool StreamEvent::done() const {
+  const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (q == cudaErrorNotReady) {
+    (void)cudaGetLastError();  // "not ready" is no error: clear it for the next launch check
+    return false;
+  }
+  ZAYA_GPU_CHECK(q);
+  return true;
+}
+
 Fence::~Fence() {
   if (event_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
 }

@@ -34,6 +34,8 @@ class StreamEvent {
   StreamEvent(const StreamEvent&) = delete;
   StreamEvent& operator=(const StreamEvent&) = delete;
   void make_wait(cudaStream_t other) const;
+  // Whether the recorded work has finished (a query: never waits); a failed stream throws.
+  bool done() const;
 
  private:
   void* event_ = nullptr;

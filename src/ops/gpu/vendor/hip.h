@@ -52,6 +52,8 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaStreamWaitEvent hipStreamWaitEvent
+#define cudaEventQuery hipEventQuery
+#define cudaErrorNotReady hipErrorNotReady
 
 #define ZAYA_SHFL_XOR(v, mask) __shfl_xor((v), (mask))
 #define ZAYA_SHFL(v, lane) __shfl((v), (lane))
