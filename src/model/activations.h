@@ -64,6 +64,10 @@ struct Activations {
   Tensor targets;             // [N] I32 next token, −1 at the last position of a row
   Tensor emb;                 // [N,D] embedding rows (o₋₁)
   Tensor rope_cos, rope_sin;  // [T, r/2] F32
+  // The RoPE tables depend only on T and the config's rope_theta: a forward fills them when
+  // rope_theta is not the one they hold (the first; on a GPU a host computation and an upload
+  // that waits for the stream), later ones reuse them.
+  double rope_theta = -1;
   std::vector<LayerActs> layers;
   Tensor h_final, x_final, rstd_final;  // [N,D], [N,D], [N]
   // [N,V] only with keep_logits (zaya eval --logits, tests that read them): model_forward then also

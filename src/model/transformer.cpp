@@ -97,7 +97,9 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
   const ModelWeights& w = m.w;
   const int64_t N = a.B * a.T;
   const float eps = float(c.norm_epsilon);
-  ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
+  if (a.rope_theta != c.rope_theta)
+    ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
+  a.rope_theta = c.rope_theta;
   const Tensor ids_flat = a.ids.view({N});
   if (layer_start) layer_start(-1);
   ops::embedding_forward(a.emb, ids_flat, w.embed);

@@ -106,6 +106,26 @@ TEST(GpuMemory, CopySegments) {
   }
 }
 
+// The GPU keeps recent piece lists on the device (a list met again is not uploaded; 256 kept):
+// 300 different lists, then the first ones again after they were dropped, then a list met just
+// before — the CPU's result every time.
+TEST(GpuMemory, CopySegmentsReusesAndDropsItsDeviceLists) {
+  ZAYA_REQUIRE_GPU();
+  const int64_t n = 4096;
+  const DevicePair src = bits_pair(DType::F32, {n}, 7);
+  DevicePair dst = bits_pair(DType::F32, {n}, 8);
+  auto run = [&](int64_t k) {
+    const std::vector<ops::CopySegment> segs{{k % 1000, (k * 7) % 3000, 1 + k % 37},
+                                             {3500, 3500 + k % 100, 5}};
+    ops::copy_segments(dst.cpu, src.cpu, segs);
+    ops::copy_segments(dst.gpu, src.gpu, segs);
+  };
+  for (int64_t k = 0; k < 300; ++k) run(k);
+  for (int64_t k = 0; k < 10; ++k) run(k);
+  run(299);
+  expect_equal(dst, "copy_segments with reused and dropped lists");
+}
+
 TEST(GpuMemory, GatherAndScatterRows) {
   ZAYA_REQUIRE_GPU();
   for (DType dt : {DType::F32, DType::BF16, DType::I32})

@@ -9,6 +9,9 @@
 // fill_normal's Box–Muller uses the device's double log and cos, within 1–2 ulp of the host's, so
 // an element can differ from the CPU's by one f32 ulp where the double lands next to a rounding
 // boundary (about 2^-28 of the elements).
+#include <algorithm>
+#include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/rng.h"
@@ -249,6 +252,58 @@ void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
+namespace {
+
+// The piece lists of recent copy_segments calls, kept on the device. The ZeRO-1 bucket's pack and
+// unpack (train/optimizer.cpp) repeat the same lists every step, and uploading a list makes the
+// host wait for the stream (its vector goes away after the call): a list met again is not
+// uploaded. Beyond kCachedLists the least recently used one is dropped (its memory goes back to
+// the cache allocator, ordered on the stream after the copies that read it). Never destroyed:
+// static destruction may run after the driver's.
+class PieceLists {
+ public:
+  const Piece* get(const std::vector<Piece>& pieces) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++clock_;
+    for (Entry& e : entries_)
+      if (e.host.size() == pieces.size() &&
+          std::memcmp(e.host.data(), pieces.data(), pieces.size() * sizeof(Piece)) == 0) {
+        e.used = clock_;
+        return static_cast<const Piece*>(e.device);
+      }
+    if (entries_.size() == kCachedLists) {
+      auto oldest =
+          std::min_element(entries_.begin(), entries_.end(),
+                           [](const Entry& a, const Entry& b) { return a.used < b.used; });
+      cached_free(oldest->device);
+      entries_.erase(oldest);
+    }
+    const size_t bytes = pieces.size() * sizeof(Piece);
+    void* device = cached_alloc(bytes);
+    zaya::gpu::copy(device, Device::Gpu, pieces.data(), Device::Cpu, bytes);
+    entries_.push_back({pieces, device, clock_});
+    return static_cast<const Piece*>(device);
+  }
+
+ private:
+  static constexpr size_t kCachedLists = 256;
+  struct Entry {
+    std::vector<Piece> host;
+    void* device;
+    uint64_t used;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+};
+
+PieceLists& piece_lists() {
+  static PieceLists* lists = new PieceLists;
+  return *lists;
+}
+
+}  // namespace
+
 void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySegment> segments) {
   const int64_t es = int64_t(dtype_size(src.dtype));
   std::vector<Piece> pieces;
@@ -259,12 +314,9 @@ void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySeg
     }
   if (pieces.empty()) return;
   const int64_t n = int64_t(pieces.size());
-  Scratch list(size_t(n) * sizeof(Piece));
-  // Host → device; returns once the list is on the device (the host vector may then go).
-  zaya::gpu::copy(list.as<Piece>(), Device::Gpu, pieces.data(), Device::Cpu,
-                  size_t(n) * sizeof(Piece));
-  copy_pieces_kernel<<<blocks_for(n, 1), kBlock, 0, stream()>>>(
-      static_cast<char*>(dst.data), static_cast<const char*>(src.data), list.as<Piece>(), n);
+  copy_pieces_kernel<<<blocks_for(n, 1), kBlock, 0, stream()>>>(static_cast<char*>(dst.data),
+                                                                static_cast<const char*>(src.data),
+                                                                piece_lists().get(pieces), n);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
