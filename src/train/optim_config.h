@@ -25,7 +25,7 @@ struct OptimConfig {
   double muon_rms_scale = 0.2;
   double adam_beta1 = 0.9, adam_beta2 = 0.95, adam_eps = 1e-8;
   // ZeRO-1 bucket size in MiB of F32 gradients (train/zero_plan.h; 0 = one bucket).
-  double zero_bucket_mb = 64;
+  double zero_bucket_mb = 4;
   double balance_lr = 1e-3, balance_beta1 = 0.9, balance_beta2 = 0.999, balance_eps = 1e-8;
 };
 
