@@ -12,13 +12,15 @@
 #    (tests/data/model/*; logits 1e-4 of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
 # 5. the GPU benchmark (bench_gpu: fractions of the copy bandwidth and the BF16 peak it measures);
 # 6. the training step benchmark: zaya bench step --device gpu at its defaults (gpu-step-bench.json,
-#    36 ZAYA1-base sub-layers, 2 × 4096 tokens, bf16; 1 warm-up + 2 timed + 1 profiled steps);
+#    36 ZAYA1-base sub-layers, 2 × 4096 tokens, bf16; 1 warm-up + 2 timed + 1 profiled steps), then
+#    again with the attention through GEMMs (ZAYA_GPU_ATTENTION=gemm);
 # then ONE summary. Every part runs even when an earlier one failed; exit 0 only if all passed (a
-# skipped GPU test is a failure here: this host should have a GPU). Planned to finish in under 8
+# skipped GPU test is a failure here: this host should have a GPU). Planned to finish in under 9.5
 # minutes on one H200: the parts' time limits (seconds; environment overrides) are
 #   ZAYA_CHECK_TEST_S=120 per test executable, ZAYA_CHECK_TESTS_S=240 all op tests together,
 #   ZAYA_CHECK_MODEL_S=90 model parity, ZAYA_CHECK_BENCH_S=150 the benchmark,
-#   ZAYA_CHECK_STEP_S=120 the step benchmark (planned ≤ 90 s: setup + 4 steps of ~46 TFLOP);
+#   ZAYA_CHECK_STEP_S=120 the step benchmark (planned ≤ 90 s: setup + 4 steps of ~46 TFLOP),
+#   ZAYA_CHECK_STEP_GEMM_S=90 the same with ZAYA_GPU_ATTENTION=gemm (the opt-in GEMM attention);
 #   ZAYA_GPU_TRAIN_STEPS=20 steps of test_gpu_train (GPU trainer vs CPU trainer, issue 17).
 # Output: everything on stdout and in gpu_check.log, summary.txt and bench_gpu.json under $OUT
 # when it is set (else under logs/ in the bundle); per-test gtest JSON under logs/.
@@ -35,6 +37,7 @@ tests_s=${ZAYA_CHECK_TESTS_S:-240}
 model_s=${ZAYA_CHECK_MODEL_S:-90}
 bench_s=${ZAYA_CHECK_BENCH_S:-150}
 step_s=${ZAYA_CHECK_STEP_S:-120}
+step_gemm_s=${ZAYA_CHECK_STEP_GEMM_S:-90}
 
 failures=()     # one line per failed part
 op_lines=()     # one line per op test executable
@@ -330,6 +333,14 @@ step_bench() {
   cat "$out/bench_step.txt"
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench step: TIMEOUT after ${step_s}s"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench step --device gpu: exit $rc"
+  # The same step with the attention through GEMMs (opt-in: its MFU decides the default).
+  section "step benchmark, ZAYA_GPU_ATTENTION=gemm"
+  ZAYA_GPU_ATTENTION=gemm timeout -k 5 "$step_gemm_s" bin/zaya bench step --device gpu --steps 2 \
+    --warmup 1 --profile-steps 1 >"$out/bench_step_gemm.txt" 2>&1
+  rc=$?
+  cat "$out/bench_step_gemm.txt"
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench step (gemm attention): TIMEOUT after ${step_gemm_s}s"
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench step (gemm attention): exit $rc"
 }
 
 summary() {
@@ -351,6 +362,9 @@ summary() {
   echo "step benchmark (zaya bench step --device gpu):"
   grep -E '^(bench step|tokens/s|model TFLOP|GEMM engine|BF16 GEMM|MFU)' "$out/bench_step.txt" 2>/dev/null |
     sed 's/^/  /' || echo "  none (see the step benchmark section)"
+  echo "step benchmark, ZAYA_GPU_ATTENTION=gemm:"
+  grep -E '^(tokens/s|MFU|  attention)' "$out/bench_step_gemm.txt" 2>/dev/null |
+    sed 's/^/  /' || echo "  none (see its section)"
   if [ "${#failures[@]}" = 0 ]; then
     echo "RESULT: PASS ($(($(date +%s) - t_start)) s)"
   else

@@ -545,6 +545,9 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
   ZAYA_ASSERT(o.numel() == q.numel() && lse.numel() == s.B * s.Hq * s.T,
               "attention_forward: o, lse sizes");
   if (q.numel() == 0) return;
+  if (gpu_attention_path() == GpuAttentionPath::Gemm)
+    return gemm_attention_forward(o.ptr<float>(), lse.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
+                                  v.ptr<float>(), s.B, s.T, s.Hq, s.Hk, s.d);
   flash_attention_forward(o.ptr<float>(), lse.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
                           v.ptr<float>(), s.B, s.T, s.T, s.Hq, s.Hk, s.d);
 }
@@ -565,6 +568,10 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   row_dot_kernel<<<blocks_for(rows, kBlock / 32), kBlock, 0, stream()>>>(
       delta.as<float>(), do_.ptr<float>(), o.ptr<float>(), rows, int(s.T), int(s.Hq), int(s.d));
   ZAYA_GPU_LAUNCH_CHECK();
+  if (gpu_attention_path() == GpuAttentionPath::Gemm)
+    return gemm_attention_backward(dq.ptr<float>(), dk.ptr<float>(), dv.ptr<float>(),
+                                   do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
+                                   lse.ptr<float>(), delta.as<float>(), s.B, s.T, s.Hq, s.Hk, s.d);
   const float scale = 1.0f / std::sqrt(float(s.d));
   with_padded_head(s.d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;

@@ -1,5 +1,6 @@
 // The GPU flash forward shared by ops/gpu/attention.cu (attention_forward) and
-// ops/gpu/attention_cached.cu (prefill over a cache, many new queries). Defined in attention.cu.
+// ops/gpu/attention_cached.cu (prefill over a cache, many new queries), defined in attention.cu;
+// and the GEMM path of the training attention (attention_gemm.cu).
 #pragma once
 #include <cstdint>
 
@@ -11,5 +12,21 @@ namespace zaya::gpu {
 // lse[B,Hq,Tq] = log-sum-exp of each score row (null: not written).
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                              int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d);
+
+// The training attention's implementation (ops::attention_forward / attention_backward on the
+// GPU): ZAYA_GPU_ATTENTION unset, empty or "flash": the flash kernels above (the default);
+// "gemm": attention_gemm.cu, its products through gemm() (cuBLASLt on NVIDIA) over materialised
+// score blocks — opt-in until measured on a device; any other value: zaya::Error.
+enum class GpuAttentionPath { Flash, Gemm };
+GpuAttentionPath gpu_attention_path();
+
+// attention_gemm.cu: the same contract as the flash path (q[B,T,Hq,d], k,v[B,T,Hk,d],
+// o[B,T,Hq,d], lse[B,Hq,T], Tq = Tk = T). The backward takes Δ[B,Hq,T] = ⟨dO, O⟩ per row and
+// overwrites dq, dk, dv.
+void gemm_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
+                            int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d);
+void gemm_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                             const float* k, const float* v, const float* lse, const float* delta,
+                             int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d);
 
 }  // namespace zaya::gpu
