@@ -78,6 +78,8 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
       e.f = m(f, {N, D});
       e.gu = m(f, {N, F});
       e.act = m(f, {N, F / 2});
+      e.order = m(DType::I32, {N});
+      e.offsets.assign(size_t(c.num_experts(i) + 2), 0);  // the E experts and the skip class
     }
   }
   a.h_final = m(f, {N, D});

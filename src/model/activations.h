@@ -36,6 +36,8 @@ struct MoeActs {
   Tensor f;          // [N,D] unweighted expert (or skip) output
   Tensor gu;         // [N,F]
   Tensor act;        // [N,F/2]
+  Tensor order;      // [N] I32: the tokens grouped by class (ops::moe_forward, for backward)
+  std::vector<int32_t> offsets;  // [E+2], host memory: where each class (E = skip) starts
 };
 
 struct LayerActs {

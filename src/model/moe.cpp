@@ -14,6 +14,11 @@ void zero_skip_entries(const Tensor& v, const Tensor& choice, const ZayaConfig& 
   if (!c.zaya_use_mod) return;
   ops::zero_where_class(v, choice, K - 1);
 }
+
+// The MoE grouping's offsets (host memory: MoeActs::offsets) as the ops take them.
+Tensor host_offsets(const MoeActs& a) {
+  return Tensor(const_cast<int32_t*>(a.offsets.data()), {int64_t(a.offsets.size())});
+}
 }  // namespace
 
 void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, const Tensor& x,
@@ -35,7 +40,8 @@ void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, con
   ops::router_select_forward(a.probs, a.choice, a.weight, a.logits, w.biases);
   if (c.skip_outputs_zero()) zero_skip_entries(a.weight, a.choice, c, a.logits.shape[1]);
   router_fp32.reset();
-  ops::moe_forward(o, a.f, a.gu, a.act, x, a.choice, a.weight, w.fc1, w.fc2);
+  ops::moe_forward(o, a.f, a.gu, a.act, x, a.choice, a.weight, w.fc1, w.fc2, a.order,
+                   host_offsets(a));
 }
 
 bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeights& dw,
@@ -50,7 +56,7 @@ bool moe_layer_backward(const ZayaConfig& c, const MoeWeights& w, const MoeWeigh
 
   ops::fill_zero(dx);  // moe_backward and the trunk both accumulate into dx
   ops::moe_backward(dx, dw.fc1, dw.fc2, dweight, dout, x, a.choice, a.weight, w.fc1, w.fc2, a.f,
-                    a.gu, a.act);
+                    a.gu, a.act, a.order, host_offsets(a));
   if (c.skip_outputs_zero()) zero_skip_entries(dweight, a.choice, c, K);  // no gradient either
   const ops::MatmulPrecisionScope router_fp32(x.device, ops::MatmulPrecision::F32);
   ops::router_select_backward(dlogits, dweight, a.probs, a.choice);

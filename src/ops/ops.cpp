@@ -513,11 +513,21 @@ RowsOf check_moe(const char* op, const Tensor& x, const Tensor& choice, const Te
   return {N * D, N * F};
 }
 
+// order I32 [N] on x's device (checked by the dispatch), offsets I32 [E+2] in host memory.
+void check_grouping(const char* op, const Tensor& order, const Tensor& offsets,
+                    const Tensor& choice, const Tensor& w1) {
+  ZAYA_ASSERT(order.defined() && order.dtype == DType::I32 && order.numel() == choice.numel(),
+              "{}: order must be I32 [{}]", op, choice.numel());
+  ZAYA_ASSERT(offsets.defined() && offsets.dtype == DType::I32 &&
+                  offsets.numel() == w1.size(0) + 2 && offsets.device == Device::Cpu,
+              "{}: offsets must be I32 [{}] in host memory", op, w1.size(0) + 2);
+}
+
 }  // namespace
 
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
-                 const Tensor& w2) {
+                 const Tensor& w2, const Tensor& order, const Tensor& offsets) {
   check_float(x, out, f, gu, act, weight, w1, w2);
   ZAYA_ASSERT(out.defined() && f.defined() && gu.defined() && act.defined() && weight.defined(),
               "moe_forward: out, f, gu, act and weight are required");
@@ -526,14 +536,15 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
   check_numel(f, ND, "moe_forward: f");
   check_numel(gu, NF, "moe_forward: gu");
   check_numel(act, NF / 2, "moe_forward: act");
-  ZAYA_OP_DISPATCH(moe_forward, (out, f, gu, act, x, choice, weight, w1, w2), out, f, gu, act, x,
-                   choice, weight, w1, w2);
+  check_grouping("moe_forward", order, offsets, choice, w1);
+  ZAYA_OP_DISPATCH(moe_forward, (out, f, gu, act, x, choice, weight, w1, w2, order), out, f, gu,
+                   act, x, choice, weight, w1, w2, order, offsets);
 }
 
 void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
                   const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
                   const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
-                  const Tensor& act) {
+                  const Tensor& act, const Tensor& order, const Tensor& offsets) {
   check_float(x, dx, dw1, dw2, dweight, dout, weight, w1, w2, f, gu, act);
   ZAYA_ASSERT(dx.defined() && dw1.defined() && dw2.defined() && dweight.defined() &&
                   dout.defined() && weight.defined() && f.defined() && gu.defined() &&
@@ -548,9 +559,10 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
   check_numel(f, ND, "moe_backward: f");
   check_numel(gu, NF, "moe_backward: gu");
   check_numel(act, NF / 2, "moe_backward: act");
+  check_grouping("moe_backward", order, offsets, choice, w1);
   ZAYA_OP_DISPATCH(moe_backward,
-                   (dx, dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act), dx, dw1,
-                   dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act);
+                   (dx, dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act, order), dx,
+                   dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act, order, offsets);
 }
 
 // ---------------------------------------------------------------- cross-entropy

@@ -163,16 +163,21 @@ void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const 
 // weight[N], w1[E,F,D] (rows 0…F/2−1 gate, F/2…F−1 up), w2[E,D,F/2].
 // Tokens are grouped by expert and each expert runs one GEMM per projection.
 // Real expert: f = W2 (SiLU(g) ⊙ u), [g;u] = W1 x. Skip: f = x. out[N,D] = weight ⊙ f.
-// Saved for backward: f[N,D], gu[N,F] and act[N,F/2] (rows of skip tokens are zeroed, unused).
+// Saved for backward: f[N,D], gu[N,F] and act[N,F/2] (rows of skip tokens are zeroed, unused),
+// and the grouping: order I32 [N] (x's device) lists the tokens of class 0, then 1, …, then the
+// skip class E, each ascending; offsets I32 [E+2] (host memory): class c owns
+// order[offsets[c] … offsets[c+1]). (On a GPU the offsets are the one read-back of the forward;
+// the backward takes them instead of reading them again.)
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
-                 const Tensor& w2);
+                 const Tensor& w2, const Tensor& order, const Tensor& offsets);
 // dx[N,D] += (accumulates: the router trunk also reads x); dw1, dw2 +=;
-// dweight[N] = ⟨dout, f⟩ (overwrite). Experts with no tokens get no gradient.
+// dweight[N] = ⟨dout, f⟩ (overwrite). Experts with no tokens get no gradient. order and offsets:
+// the forward's for the same choice (the CPU checks the offsets against its own grouping).
 void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
                   const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
                   const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
-                  const Tensor& act);
+                  const Tensor& act, const Tensor& order, const Tensor& offsets);
 
 // ---------------------------------------------------------------- cross-entropy
 // Per-row loss[N] = logsumexp(logits[n]) − logits[n, target[n]], lse[N] saved; rows with

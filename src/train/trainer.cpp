@@ -546,7 +546,7 @@ StepResult Trainer::Impl::train_step() {
   counts->clear();
   // On a GPU this loop adds no wait for the device of its own: tokens go through the staging
   // slots, the loss sums and routing counts stay there until after it. (The model still waits
-  // inside: each MoE layer reads its expert offsets back, forward and backward; so the host runs
+  // inside: each MoE layer's forward reads its expert offsets back; so the host runs
   // ahead of the device by at most about one layer.)
   for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
     heartbeat::enter(Section::Data);

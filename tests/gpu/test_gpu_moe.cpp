@@ -37,8 +37,16 @@ void check_moe(const MoeCase& c) {
              f = random_pair(DType::F32, {N, D}, s + 5);
   DevicePair gu = random_pair(DType::F32, {N, F}, s + 6),
              act = random_pair(DType::F32, {N, H}, s + 7);
-  ops::moe_forward(out.cpu, f.cpu, gu.cpu, act.cpu, x.cpu, choice.cpu, weight.cpu, w1.cpu, w2.cpu);
-  ops::moe_forward(out.gpu, f.gpu, gu.gpu, act.gpu, x.gpu, choice.gpu, weight.gpu, w1.gpu, w2.gpu);
+  // The grouping the forward saves for the backward: the same on both sides, exactly.
+  DevicePair order = i32_pair(std::vector<int32_t>(size_t(N), -1));
+  std::vector<int32_t> offsets_cpu(size_t(E + 2), -1), offsets_gpu(size_t(E + 2), -1);
+  const Tensor off_cpu(offsets_cpu.data(), {E + 2}), off_gpu(offsets_gpu.data(), {E + 2});
+  ops::moe_forward(out.cpu, f.cpu, gu.cpu, act.cpu, x.cpu, choice.cpu, weight.cpu, w1.cpu, w2.cpu,
+                   order.cpu, off_cpu);
+  ops::moe_forward(out.gpu, f.gpu, gu.gpu, act.gpu, x.gpu, choice.gpu, weight.gpu, w1.gpu, w2.gpu,
+                   order.gpu, off_gpu);
+  EXPECT_EQ(offsets_gpu, offsets_cpu);
+  EXPECT_EQ(order.gpu_values(), order.cpu_values());
   expect_nmse(out, kGpuF32Nmse, "out");
   expect_nmse(f, kGpuF32Nmse, "f");
   expect_nmse(gu, kGpuF32Nmse, "gu");
@@ -55,9 +63,9 @@ void check_moe(const MoeCase& c) {
   DevicePair dweight = random_pair(DType::F32, {N}, s + 12);  // overwritten
   const std::vector<double> dw1_before = dw1.cpu_values(), dw2_before = dw2.cpu_values();
   ops::moe_backward(dx.cpu, dw1.cpu, dw2.cpu, dweight.cpu, dout.cpu, x.cpu, choice.cpu, weight.cpu,
-                    w1.cpu, w2.cpu, f.cpu, gu.cpu, act.cpu);
+                    w1.cpu, w2.cpu, f.cpu, gu.cpu, act.cpu, order.cpu, off_cpu);
   ops::moe_backward(dx.gpu, dw1.gpu, dw2.gpu, dweight.gpu, dout.gpu, x.gpu, choice.gpu, weight.gpu,
-                    w1.gpu, w2.gpu, f.gpu, gu.gpu, act.gpu);
+                    w1.gpu, w2.gpu, f.gpu, gu.gpu, act.gpu, order.gpu, off_gpu);
   expect_nmse(dx, kGpuF32Nmse, "dx");
   expect_nmse(dw1, kGpuF32Nmse, "dw1");
   expect_nmse(dw2, kGpuF32Nmse, "dw2");

@@ -88,6 +88,21 @@ std::vector<double> to_double(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// The grouping moe_forward saves: the tokens of class 0, 1, …, E (skip) in turn, each ascending;
+// offsets[c] the start of class c, offsets[E + 1] = N.
+void expect_grouping(const MoeCase& c, const std::vector<int32_t>& order,
+                     const std::vector<int32_t>& offsets) {
+  std::vector<int32_t> want_order, want_offsets(size_t(c.E + 2), 0);
+  for (int64_t e = 0; e <= c.E; ++e) {
+    want_offsets[size_t(e)] = int32_t(want_order.size());
+    for (int64_t n = 0; n < c.N; ++n)
+      if (c.choice_N[size_t(n)] == e) want_order.push_back(int32_t(n));
+  }
+  want_offsets[size_t(c.E + 1)] = int32_t(c.N);
+  EXPECT_EQ(order, want_order);
+  EXPECT_EQ(offsets, want_offsets);
+}
+
 // The op in dtype T on the case's (double) data.
 template <class T>
 MoeOut run_forward(const MoeCase& c) {
@@ -95,10 +110,13 @@ MoeOut run_forward(const MoeCase& c) {
   auto x = to<T>(c.x_ND), w = to<T>(c.weight_N), w1 = to<T>(c.w1_EFD), w2 = to<T>(c.w2_EDH);
   std::vector<T> out(N * D, T(7)), f(N * D, T(7)), gu(N * F, T(7)), act(N * H, T(7));
   auto choice = c.choice_N;
+  std::vector<int32_t> order(N, -1), offsets(E + 2, -1);
   ops::moe_forward(Tensor(out.data(), {N, D}), Tensor(f.data(), {N, D}), Tensor(gu.data(), {N, F}),
                    Tensor(act.data(), {N, H}), Tensor(x.data(), {N, D}), Tensor(choice.data(), {N}),
                    Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
-                   Tensor(w2.data(), {E, D, H}));
+                   Tensor(w2.data(), {E, D, H}), Tensor(order.data(), {N}),
+                   Tensor(offsets.data(), {E + 2}));
+  expect_grouping(c, order, offsets);
   return {to_double(out), to_double(f), to_double(gu), to_double(act)};
 }
 
@@ -115,18 +133,20 @@ MoeGrads run_backward(const MoeCase& c, const std::vector<double>& dout_ND, cons
   auto dout = to<T>(dout_ND);
   std::vector<T> out(N * D), f(N * D), gu(N * F), act(N * H);
   auto choice = c.choice_N;
+  std::vector<int32_t> order(N), offsets(E + 2);
   ops::moe_forward(Tensor(out.data(), {N, D}), Tensor(f.data(), {N, D}), Tensor(gu.data(), {N, F}),
                    Tensor(act.data(), {N, H}), Tensor(x.data(), {N, D}), Tensor(choice.data(), {N}),
                    Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
-                   Tensor(w2.data(), {E, D, H}));
+                   Tensor(w2.data(), {E, D, H}), Tensor(order.data(), {N}),
+                   Tensor(offsets.data(), {E + 2}));
   auto dx = to<T>(start.dx_ND), dw1 = to<T>(start.dw1_EFD), dw2 = to<T>(start.dw2_EDH);
   std::vector<T> dweight(N, T(-99));
-  ops::moe_backward(Tensor(dx.data(), {N, D}), Tensor(dw1.data(), {E, F, D}),
-                    Tensor(dw2.data(), {E, D, H}), Tensor(dweight.data(), {N}),
-                    Tensor(dout.data(), {N, D}), Tensor(x.data(), {N, D}),
-                    Tensor(choice.data(), {N}), Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
-                    Tensor(w2.data(), {E, D, H}), Tensor(f.data(), {N, D}),
-                    Tensor(gu.data(), {N, F}), Tensor(act.data(), {N, H}));
+  ops::moe_backward(
+      Tensor(dx.data(), {N, D}), Tensor(dw1.data(), {E, F, D}), Tensor(dw2.data(), {E, D, H}),
+      Tensor(dweight.data(), {N}), Tensor(dout.data(), {N, D}), Tensor(x.data(), {N, D}),
+      Tensor(choice.data(), {N}), Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
+      Tensor(w2.data(), {E, D, H}), Tensor(f.data(), {N, D}), Tensor(gu.data(), {N, F}),
+      Tensor(act.data(), {N, H}), Tensor(order.data(), {N}), Tensor(offsets.data(), {E + 2}));
   return {to_double(dx), to_double(dw1), to_double(dw2), to_double(dweight)};
 }
 
@@ -273,6 +293,32 @@ TEST(Moe, AllTokensSkip) {
   }
   for (double v : g.dw1_EFD) ASSERT_EQ(v, 0);
   for (double v : g.dw2_EDH) ASSERT_EQ(v, 0);
+}
+
+// The backward takes the forward's grouping; the CPU checks it against the choices it is given
+// (choices changed since the forward, or offsets of other choices, are a bug of the caller).
+TEST(Moe, BackwardRefusesAGroupingOfOtherChoices) {
+  auto c = make_case(9, 4, 3, 6, 700, Route::WithSkip);
+  const int64_t N = c.N, D = c.D, E = c.E, F = c.F, H = c.H();
+  std::vector<float> x(N * D, 0.5f), w(N, 1.f), w1(E * F * D, 0.1f), w2(E * D * H, 0.1f);
+  std::vector<float> out(N * D), f(N * D), gu(N * F), act(N * H), dx(N * D), dw1(w1.size()),
+      dw2(w2.size()), dweight(N), dout(N * D, 1.f);
+  std::vector<int32_t> choice = c.choice_N, order(N), offsets(E + 2);
+  ops::moe_forward(Tensor(out.data(), {N, D}), Tensor(f.data(), {N, D}), Tensor(gu.data(), {N, F}),
+                   Tensor(act.data(), {N, H}), Tensor(x.data(), {N, D}), Tensor(choice.data(), {N}),
+                   Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
+                   Tensor(w2.data(), {E, D, H}), Tensor(order.data(), {N}),
+                   Tensor(offsets.data(), {E + 2}));
+  choice[0] = (choice[0] + 1) % int32_t(E + 1);  // another class for token 0
+  auto backward = [&] {
+    ops::moe_backward(
+        Tensor(dx.data(), {N, D}), Tensor(dw1.data(), {E, F, D}), Tensor(dw2.data(), {E, D, H}),
+        Tensor(dweight.data(), {N}), Tensor(dout.data(), {N, D}), Tensor(x.data(), {N, D}),
+        Tensor(choice.data(), {N}), Tensor(w.data(), {N}), Tensor(w1.data(), {E, F, D}),
+        Tensor(w2.data(), {E, D, H}), Tensor(f.data(), {N, D}), Tensor(gu.data(), {N, F}),
+        Tensor(act.data(), {N, H}), Tensor(order.data(), {N}), Tensor(offsets.data(), {E + 2}));
+  };
+  EXPECT_DEATH(backward(), "not the forward's grouping");
 }
 
 TEST(Moe, DeterministicAcrossRunsAndThreadCounts) {

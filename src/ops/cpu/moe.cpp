@@ -74,10 +74,12 @@ void gather_rows(T* dst_MW, const T* src_NW, const int64_t* tok_M, int64_t M, in
 template <class T>
 void forward(T* out_ND, T* f_ND, T* gu_NF, T* act_NH, const T* x_ND, const int32_t* choice_N,
              const T* weight_N, const T* w1_EFD, const T* w2_EDH, int64_t N, int64_t D, int64_t E,
-             int64_t F) {
+             int64_t F, int32_t* order_N, int32_t* offsets) {
   const int64_t H = F / 2;
   thread_local Dispatch g;
   group_by_class(g, choice_N, N, E);
+  for (int64_t n = 0; n < N; ++n) order_N[n] = int32_t(g.order[size_t(n)]);
+  for (int64_t c = 0; c < E + 2; ++c) offsets[c] = int32_t(g.offset[size_t(c)]);
   thread_local std::vector<T> x_buf, gu_buf, act_buf, f_buf;
   T* x_MD = grow(x_buf, g.max_rows * D);
   T* gu_MF = grow(gu_buf, g.max_rows * F);
@@ -123,7 +125,7 @@ template <class T>
 void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, const T* x_ND,
               const int32_t* choice_N, const T* weight_N, const T* w1_EFD, const T* w2_EDH,
               const T* f_ND, const T* gu_NF, const T* act_NH, int64_t N, int64_t D, int64_t E,
-              int64_t F) {
+              int64_t F, const int32_t* offsets) {
   const int64_t H = F / 2;
 
   // ḡw = ⟨ḡo, f⟩ for every token (f = x for skip tokens), summed in double.
@@ -136,6 +138,11 @@ void backward(T* dx_ND, T* dw1_EFD, T* dw2_EDH, T* dweight_N, const T* dout_ND, 
 
   thread_local Dispatch g;
   group_by_class(g, choice_N, N, E);
+  for (int64_t c = 0; c < E + 2; ++c)
+    ZAYA_ASSERT(offsets[c] == g.offset[size_t(c)],
+                "moe_backward: offsets[{}] = {} but the choices group {} there: not the forward's "
+                "grouping of these choices",
+                c, offsets[c], g.offset[size_t(c)]);
   thread_local std::vector<T> x_buf, df_buf, act_buf, dact_buf, dgu_buf, dx_buf;
   T* x_MD = grow(x_buf, g.max_rows * D);
   T* df_MD = grow(df_buf, g.max_rows * D);
@@ -191,25 +198,27 @@ std::array<int64_t, 4> moe_shapes(const Tensor& choice, const Tensor& w1) {
 
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
-                 const Tensor& w2) {
+                 const Tensor& w2, const Tensor& order, const Tensor& offsets) {
   const auto [N, D, E, F] = moe_shapes(choice, w1);
   ZAYA_DISPATCH_FLOAT(x.dtype, {
     forward(out.ptr<scalar_t>(), f.ptr<scalar_t>(), gu.ptr<scalar_t>(), act.ptr<scalar_t>(),
             x.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(), w1.ptr<scalar_t>(),
-            w2.ptr<scalar_t>(), N, D, E, F);
+            w2.ptr<scalar_t>(), N, D, E, F, order.ptr<int32_t>(), offsets.ptr<int32_t>());
   });
 }
 
 void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
                   const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
                   const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
-                  const Tensor& act) {
+                  const Tensor& act, const Tensor& order, const Tensor& offsets) {
   const auto [N, D, E, F] = moe_shapes(choice, w1);
+  // (order is the forward's; the CPU regroups from the choices, the same order, and checks the
+  // offsets against it.)
   ZAYA_DISPATCH_FLOAT(x.dtype, {
     backward(dx.ptr<scalar_t>(), dw1.ptr<scalar_t>(), dw2.ptr<scalar_t>(), dweight.ptr<scalar_t>(),
              dout.ptr<scalar_t>(), x.ptr<scalar_t>(), choice.ptr<int32_t>(), weight.ptr<scalar_t>(),
              w1.ptr<scalar_t>(), w2.ptr<scalar_t>(), f.ptr<scalar_t>(), gu.ptr<scalar_t>(),
-             act.ptr<scalar_t>(), N, D, E, F);
+             act.ptr<scalar_t>(), N, D, E, F, offsets.ptr<int32_t>());
   });
 }
 

@@ -5,14 +5,16 @@
 // each token's rank among the earlier ones of its class and the block's class counts; one scan;
 // a scatter of token indices), so `order` lists the tokens of class 0, then 1, …, then the skip
 // class E, each ascending: the CPU's order, independent of the launch. The E + 3 offsets come to
-// the host (the one synchronising copy); then the tokens of all real experts are gathered into
-// one sorted block of rows, each expert with tokens runs one GEMM per projection
-// (zaya::gpu::gemm) on its contiguous slice, the SiLU product runs once over all rows, and one
-// pass writes everything back to token order (skip tokens: f = x, gu and act rows zeroed).
-// Backward mirrors it; experts without tokens run nothing, so their gradients stay untouched.
+// the host (the one synchronising copy; the backward takes the forward's order and offsets); then
+// the tokens of all real experts are gathered into one sorted block of rows, each expert with
+// tokens runs one GEMM per projection (zaya::gpu::gemm) on its contiguous slice, the SiLU product
+// runs once over all rows, and one pass writes everything back to token order (skip tokens: f = x,
+// gu and act rows zeroed). Backward mirrors it; experts without tokens run nothing, so their
+// gradients stay untouched.
 //
 // Shape-suffix legend as ops/cpu/moe.cpp; R = tokens routed to real experts (sorted rows), and
 // x_RD, gu_RF, act_RH are those tokens' rows in class order.
+#include <algorithm>
 #include <vector>
 
 #include "ops/backend.h"
@@ -327,18 +329,19 @@ bool all_aligned(const P*... p) {
 
 void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Tensor& act,
                  const Tensor& x, const Tensor& choice, const Tensor& weight, const Tensor& w1,
-                 const Tensor& w2) {
+                 const Tensor& w2, const Tensor& order, const Tensor& offsets) {
   const Shapes sh = moe_shapes(x, choice, weight, w1, w2);
   const int64_t N = sh.N, D = sh.D, E = sh.E, F = sh.F;  // plain locals: lambdas capture them
   ZAYA_ASSERT(
       out.numel() == N * D && f.numel() == N * D && gu.numel() == N * F && act.numel() == N * F / 2,
       "moe_forward: shapes");
+  const std::vector<int32_t> offset =
+      N == 0 ? std::vector<int32_t>(size_t(E + 2), 0)
+             : group_by_class(order.ptr<int32_t>(), choice.ptr<int32_t>(), N, int(E));
+  std::copy(offset.begin(), offset.end(), offsets.ptr<int32_t>());  // host memory: for backward
   if (N == 0) return;
   const int64_t H = F / 2;
-  Scratch order(size_t(N) * 4);
-  const int32_t* order_N = order.as<int32_t>();
-  const std::vector<int32_t> offset =
-      group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(), N, int(E));
+  const int32_t* order_N = order.ptr<int32_t>();
   const int64_t R = offset[size_t(E)];  // tokens of real experts, sorted first
   Scratch xf(size_t(R) * D * 4), gus(size_t(R) * F * 4), acts(size_t(R) * H * 4);
   float* xf_RD = xf.as<float>();  // x rows, then (each expert's slice overwritten) f rows
@@ -375,7 +378,7 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
 void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
                   const Tensor& dout, const Tensor& x, const Tensor& choice, const Tensor& weight,
                   const Tensor& w1, const Tensor& w2, const Tensor& f, const Tensor& gu,
-                  const Tensor& act) {
+                  const Tensor& act, const Tensor& order, const Tensor& offsets) {
   const Shapes sh = moe_shapes(x, choice, weight, w1, w2);
   const int64_t N = sh.N, D = sh.D, E = sh.E, F = sh.F;  // plain locals: lambdas capture them
   ZAYA_ASSERT(dx.numel() == N * D && dw1.numel() == w1.numel() && dw2.numel() == w2.numel() &&
@@ -384,10 +387,9 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
               "moe_backward: shapes");
   if (N == 0) return;
   const int64_t H = F / 2;
-  Scratch order(size_t(N) * 4);
-  const int32_t* order_N = order.as<int32_t>();
-  const std::vector<int32_t> offset =
-      group_by_class(order.as<int32_t>(), choice.ptr<int32_t>(), N, int(E));
+  // The forward's grouping: no regrouping, no read-back.
+  const int32_t* order_N = order.ptr<int32_t>();
+  const std::vector<int32_t> offset(offsets.ptr<int32_t>(), offsets.ptr<int32_t>() + E + 2);
   const int64_t R = offset[size_t(E)];
   Scratch xs(size_t(R) * D * 4), dfs(size_t(R) * D * 4), gus(size_t(R) * F * 4),
       acts(size_t(R) * H * 4);
