@@ -328,12 +328,10 @@ class NcclGroup final : public Group {
     check_chunks("reduce_scatter", send, recv, size_);
     if (send.device != Device::Gpu || recv.device != Device::Gpu || recv.numel() == 0)
       return Group::start_reduce_scatter(send, recv);
-    after_compute();
-    check(api_.reduce_scatter(send.data, recv.data, size_t(recv.numel()), nccl_type(send.dtype),
-                              ncclSum, comm_, stream_),
-          "ncclReduceScatter", "reduce_scatter");
-    enqueued("reduce_scatter");
-    return std::make_unique<NcclPending>(*this, "reduce_scatter");
+    return start("reduce_scatter", "ncclReduceScatter", [&] {
+      return api_.reduce_scatter(send.data, recv.data, size_t(recv.numel()), nccl_type(send.dtype),
+                                 ncclSum, comm_, stream_);
+    });
   }
 
   std::unique_ptr<Pending> start_all_gather(const Tensor& send, const Tensor& recv) override {
@@ -341,12 +339,10 @@ class NcclGroup final : public Group {
     check_chunks("all_gather", recv, send, size_);
     if (send.device != Device::Gpu || recv.device != Device::Gpu || send.numel() == 0)
       return Group::start_all_gather(send, recv);
-    after_compute();
-    check(api_.all_gather(send.data, recv.data, size_t(send.numel()), nccl_type(send.dtype), comm_,
-                          stream_),
-          "ncclAllGather", "all_gather");
-    enqueued("all_gather");
-    return std::make_unique<NcclPending>(*this, "all_gather");
+    return start("all_gather", "ncclAllGather", [&] {
+      return api_.all_gather(send.data, recv.data, size_t(send.numel()), nccl_type(send.dtype),
+                             comm_, stream_);
+    });
   }
 
   // NCCL has no barrier: a one-element all-reduce that every rank must join.
@@ -422,6 +418,16 @@ class NcclGroup final : public Group {
   }
 
   void enqueued(const char* what) { wait(what, false); }
+
+  // A started collective: ordered after the compute stream, enqueued by `call` (an NCCL call
+  // named `name`), its pending.
+  template <class Call>
+  std::unique_ptr<Pending> start(const char* what, const char* name, Call call) {
+    after_compute();
+    check(call(), name, what);
+    enqueued(what);
+    return std::make_unique<NcclPending>(*this, what);
+  }
 
  public:
   // A started collective's wait: until its event has passed, an NCCL error or the deadline.

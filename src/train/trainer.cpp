@@ -557,12 +557,12 @@ StepResult Trainer::Impl::train_step() {
     const ops::MatmulPrecisionScope matmuls(device, precision);
     // (The LM head's backward rides along with its forward: one logits product, not two.)
     const Tensor loss_sum = Tensor(static_cast<double*>(loss_sums.data()) + micro, {1}).on(device);
-    // The first forward finishes the last update's all-gathers layer by layer as it reads them.
+    // The first forward finishes the last update's all-gathers layer by layer as it reads them
+    // (all of them by its last hook, before the final merge).
     model_forward_and_head_backward(
         m, *acts, slot.inputs, slot.targets, grad_scale, loss_sum,
         micro == 0 ? LayerStart([&](int64_t layer) { optim->parameters_needed(m, layer); })
                    : LayerStart());
-    if (micro == 0) optim->finish_update(m);  // (a no-op: the forward's last hook did it)
     staging->issued();
     counts->add(config(), *acts);
     // The last micro-batch's backward starts the ZeRO-1 buckets' reduce-scatters as it finishes
