@@ -81,6 +81,8 @@ Args resolve(Args a) {
     fail("--precision '{}': use fp32 or bf16", a.precision);
   if (a.precision == "bf16" && a.device != "gpu")
     fail("--precision bf16 needs --device gpu (the CPU trains in fp32)");
+  if (a.activations != "auto" && a.activations != "fp32" && a.activations != "bf16")
+    fail("--activations '{}': use auto, fp32 or bf16", a.activations);
   if (a.device == "gpu" && !gpu::available()) fail("bench step --device gpu: {}", gpu::describe());
   if (a.config.empty()) a.config = d.config;
   if (!std::filesystem::is_regular_file(a.config))
@@ -144,6 +146,7 @@ int run_bench_step(const Args& args) {
   cfg.resume = "none";
   cfg.device = a.device;
   cfg.precision = a.precision;
+  cfg.activations = a.activations;
   validate_train_config(cfg);
   TrainOptions opt;
   opt.quiet = true;
@@ -151,10 +154,11 @@ int run_bench_step(const Args& args) {
 
   if (!a.json)
     fmt::print(
-        "bench step: {} (B={} × T={}), {}, device {}, precision {}, {} threads, {} warm-up + {} "
-        "timed{} steps\n",
-        a.config, a.batch, a.seq_len, a.optimizer, a.device, a.precision, threads, a.warmup,
-        a.steps, gpu ? fmt::format(" + {} profiled", profiled) : "");
+        "bench step: {} (B={} × T={}), {}, device {}, precision {}, activations {}, {} threads, {} "
+        "warm-up + {} timed{} steps\n",
+        a.config, a.batch, a.seq_len, a.optimizer, a.device, a.precision,
+        trainer.activation_storage(), threads, a.warmup, a.steps,
+        gpu ? fmt::format(" + {} profiled", profiled) : "");
   for (int64_t i = 0; i < a.warmup; ++i) trainer.train_step();
   if (gpu) gpu::synchronize();
 
@@ -211,6 +215,8 @@ int run_bench_step(const Args& args) {
   nlohmann::json j = {{"config", a.config},
                       {"device", a.device},
                       {"precision", a.precision},
+                      {"activations", trainer.activation_storage()},
+                      {"activation_bytes", trainer.activation_bytes()},
                       {"batch", a.batch},
                       {"seq_len", a.seq_len},
                       {"optimizer", a.optimizer},
@@ -259,6 +265,8 @@ int run_bench_step(const Args& args) {
   }
   fmt::print("tokens/s        {:.0f}  (median of {} steps; {:.3f} s per step of {} tokens)\n", tps,
              a.steps, median(step_seconds), tokens / a.steps);
+  fmt::print("activations     {:.1f} MiB, stored {} (train.activations)\n",
+             double(trainer.activation_bytes()) / double(1 << 20), trainer.activation_storage());
   if (gpu) {
     fmt::print("device          {}\n", gpu::describe());
     fmt::print("model TFLOP/s   {:.4g}  ({:.3g} FLOPs per token: 3 × forward matmul + attention)\n",
@@ -310,6 +318,10 @@ Action add_bench_step_command(CLI::App& bench) {
   sub->add_option("--precision", a->precision,
                   "fp32 or bf16 (train.precision: the GEMM inputs; bf16 needs --device gpu); "
                   "default fp32 on cpu, bf16 on gpu");
+  sub->add_option("--activations", a->activations,
+                  "auto, fp32 or bf16 (train.activations: the storage of the saved activations; "
+                  "auto = bf16 with --precision bf16)")
+      ->capture_default_str();
   sub->add_option("--config", a->config,
                   "config.json of the model to train (random init); default "
                   "configs/models/step-bench.json on cpu, gpu-step-bench.json on gpu")

@@ -14,8 +14,9 @@ namespace zaya::cli::bench_step {
 struct Args {
   std::string config;  // "": configs/models/step-bench.json (cpu), gpu-step-bench.json (gpu)
   std::string optimizer = "adamw", device = "cpu";
-  std::string precision;           // "": fp32 on the CPU, bf16 on the GPU
-  int64_t batch = 0, seq_len = 0;  // 0: the device's default (kDefaults)
+  std::string precision;             // "": fp32 on the CPU, bf16 on the GPU
+  std::string activations = "auto";  // train.activations: auto | fp32 | bf16
+  int64_t batch = 0, seq_len = 0;    // 0: the device's default (kDefaults)
   int64_t steps = 4, warmup = 1, threads = 0;
   int64_t probe_size = 8192;  // the GPU GEMM probe's n (n³ products)
   int64_t profile_steps = 1;  // GPU: profiled steps after the timed ones

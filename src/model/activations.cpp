@@ -1,8 +1,11 @@
 // Activations (activations.h): one measuring pass lays out every saved tensor and the backward
-// scratch for a [B, T] micro-batch, then one allocation backs them all.
+// scratch for a [B, T] micro-batch, then one allocation backs them all (with bf16 storage, the
+// shared f32 working area at its end).
 #include "model/activations.h"
 
 #include <algorithm>
+
+#include "ops/ops.h"
 
 namespace zaya {
 
@@ -22,7 +25,30 @@ struct Carver {
   }
 };
 
-void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
+// The tensors a sub-layer reads only inside its own forward and backward: with bf16 storage each
+// is carved twice, an f32 view in the working area (reset for every sub-layer; its largest extent
+// is the area's size) and a BF16 copy among the sub-layer's own tensors.
+struct StashCarver {
+  Carver& own;
+  Carver work;
+  bool bf16 = false;
+  size_t work_peak = 0;
+  LayerActs* layer = nullptr;
+
+  void begin_layer(LayerActs& l) {
+    layer = &l;
+    work.used = 0;
+  }
+  Tensor operator()(std::initializer_list<int64_t> dims) {
+    if (!bf16) return own(DType::F32, dims);
+    const Tensor w = work(DType::F32, dims);
+    work_peak = std::max(work_peak, work.used);
+    layer->stashed.push_back({w, own(DType::BF16, dims)});
+    return w;
+  }
+};
+
+void carve(Activations& a, const ZayaConfig& c, Carver& m, StashCarver& s, bool keep_logits) {
   const int64_t B = a.B, T = a.T, N = B * T, D = c.hidden_size, d = c.head_dim();
   const int64_t Hq = c.q_heads(), Hk = c.kv_heads(), C = c.conv_channels();
   const DType f = DType::F32;
@@ -41,24 +67,26 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
   a.layers.resize(size_t(c.num_layers()));
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     LayerActs& l = a.layers[size_t(i)];
+    l.stashed.clear();
+    s.begin_layer(l);
     l.h = m(f, {N, D});
-    l.x = m(f, {N, D});
+    l.x = s({N, D});
     l.rstd = m(f, {N});
     l.o = m(f, {N, D});
     if (c.is_attention(i)) {
       AttentionActs& t = l.attn;
-      t.u = m(f, {B, T, C});
-      t.y = m(f, {B, T + 1, C});
-      t.z = m(f, {B, T, C});
-      t.q = m(f, {B, T, Hq, d});
-      t.k = m(f, {B, T, Hk, d});
+      t.u = s({B, T, C});
+      t.y = s({B, T + 1, C});
+      t.z = s({B, T, C});
+      t.q = s({B, T, Hq, d});
+      t.k = s({B, T, Hk, d});
       t.qn = m(f, {B, T, Hq});
       t.kn = m(f, {B, T, Hk});
-      t.qr = m(f, {B, T, Hq, d});
-      t.kr = m(f, {B, T, Hk, d});
-      t.p = m(f, {B, T, Hk * d});
-      t.v = m(f, {B, T, Hk * d});
-      t.att = m(f, {B, T, Hq, d});
+      t.qr = s({B, T, Hq, d});
+      t.kr = s({B, T, Hk, d});
+      t.p = s({B, T, Hk * d});
+      t.v = s({B, T, Hk * d});
+      t.att = s({B, T, Hq, d});
       t.lse = m(f, {B, Hq, T});
     } else {
       const int64_t R = c.zaya_mlp_expansion[size_t(i)], K = c.router_classes(i);
@@ -75,9 +103,9 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
       e.probs = m(f, {N, K});
       e.choice = m(DType::I32, {N});
       e.weight = m(f, {N});
-      e.f = m(f, {N, D});
-      e.gu = m(f, {N, F});
-      e.act = m(f, {N, F / 2});
+      e.f = s({N, D});
+      e.gu = s({N, F});
+      e.act = s({N, F / 2});
       e.order = m(DType::I32, {N});
       e.offsets.assign(size_t(c.num_experts(i) + 2), 0);  // the E experts and the skip class
     }
@@ -114,24 +142,49 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m, bool keep_logits) {
   g.dcarry_out = m(f, {N, maxR});
 }
 
+// The sizes of the sub-layers' own tensors and of the working area (bytes, aligned).
+struct Layout {
+  size_t own = 0, work = 0;
+};
+
+Layout measure(Activations& a, const ZayaConfig& c, bool keep_logits, ActivationStorage storage) {
+  Carver own;
+  StashCarver s{own, {}, storage == ActivationStorage::BF16};
+  carve(a, c, own, s, keep_logits);
+  return {own.used, s.work_peak};
+}
+
 }  // namespace
 
-size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits) {
+const char* activation_storage_name(ActivationStorage s) {
+  return s == ActivationStorage::BF16 ? "bf16" : "fp32";
+}
+
+void stash_layer(const LayerActs& l) {
+  for (const StashedTensor& t : l.stashed) ops::convert(t.stored, t.work);
+}
+
+void unstash_layer(const LayerActs& l) {
+  for (const StashedTensor& t : l.stashed) ops::convert(t.work, t.stored);
+}
+
+size_t Activations::bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits,
+                                 ActivationStorage storage) {
   Activations a;
   a.B = B, a.T = T;
-  Carver measure;
-  carve(a, c, measure, keep_logits);
-  return measure.used;
+  const Layout l = measure(a, c, keep_logits, storage);
+  return l.own + l.work;
 }
 
 Activations::Activations(const ZayaConfig& c, int64_t B_, int64_t T_, Device device,
-                         bool keep_logits)
-    : B(B_), T(T_) {
-  Carver measure;
-  carve(*this, c, measure, keep_logits);
-  mem_ = Buffer(measure.used, device);
-  Carver real{static_cast<char*>(mem_.data()), 0, device};
-  carve(*this, c, real, keep_logits);
+                         bool keep_logits, ActivationStorage storage)
+    : B(B_), T(T_), storage_(storage) {
+  const Layout l = measure(*this, c, keep_logits, storage);
+  mem_ = Buffer(l.own + l.work, device);
+  char* base = static_cast<char*>(mem_.data());
+  Carver own{base, 0, device};
+  StashCarver s{own, Carver{base + l.own, 0, device}, storage == ActivationStorage::BF16};
+  carve(*this, c, own, s, keep_logits);
 }
 
 }  // namespace zaya

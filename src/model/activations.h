@@ -3,6 +3,18 @@
 // The allocation lives on one device (the model's). N = B·T tokens. Per sub-layer the residual
 // stream h, the normed mixer input x, its rstd and the mixer output o are kept; attention and MoE
 // sub-layers add their own saved tensors.
+//
+// Storage (ActivationStorage; train.activations): F32 keeps every saved tensor in f32. BF16 keeps
+// the large ones that a sub-layer reads only inside its own forward and backward (the mixer input
+// x; attention's u y z q k qr kr p v att; the experts' f gu act: LayerActs::stashed) as bf16
+// copies: the sub-layer computes them in an f32 working area shared by all sub-layers,
+// stash_layer rounds them into its copies (to nearest even) after its forward, and unstash_layer
+// widens them back before its backward. What other sub-layers read (h, o, the router state r and
+// the router's own tensors, the per-row ones, the integer ones) stays f32 in each sub-layer. So
+// the forward and the loss are the same bits either way, and the backward sees the stashed
+// tensors rounded to bf16, as a bf16 mixed-precision trainer saves them. With BF16 a stashed
+// tensor's view in LayerActs is the working area: it holds that sub-layer's values from its
+// forward to the next sub-layer's forward, or from its unstash_layer to the next one.
 #pragma once
 #include <vector>
 
@@ -40,6 +52,16 @@ struct MoeActs {
   std::vector<int32_t> offsets;  // [E+2], host memory: where each class (E = skip) starts
 };
 
+enum class ActivationStorage { F32, BF16 };
+
+const char* activation_storage_name(ActivationStorage s);  // "fp32" | "bf16"
+
+// A tensor kept as a bf16 copy (ActivationStorage::BF16): `work` is its f32 view in the shared
+// working area, `stored` the sub-layer's own BF16 copy of the same shape.
+struct StashedTensor {
+  Tensor work, stored;
+};
+
 struct LayerActs {
   Tensor h;     // [N,D] residual stream after this sub-layer's merge
   Tensor x;     // [N,D] RMSNorm(h): the mixer input
@@ -47,7 +69,13 @@ struct LayerActs {
   Tensor o;     // [N,D] mixer output
   AttentionActs attn;
   MoeActs moe;
+  std::vector<StashedTensor> stashed;  // empty with ActivationStorage::F32
 };
+
+// After sub-layer l's forward: its working tensors rounded into their bf16 copies; before its
+// backward: the copies widened back into the working area. No-ops with F32 storage.
+void stash_layer(const LayerActs& l);
+void unstash_layer(const LayerActs& l);
 
 // Backward scratch shared by all sub-layers (sized for the largest).
 struct BackwardScratch {
@@ -85,15 +113,19 @@ struct Activations {
   double head_grad_scale = 0;
 
   Activations(const ZayaConfig& c, int64_t B, int64_t T, Device device = Device::Cpu,
-              bool keep_logits = false);
+              bool keep_logits = false, ActivationStorage storage = ActivationStorage::F32);
   Device device() const { return mem_.device(); }
-  // Bytes one Activations(c, B, T, device, keep_logits) allocates (to choose a micro-batch that
-  // fits in memory).
-  static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits = false);
+  ActivationStorage storage() const { return storage_; }
+  size_t bytes() const { return mem_.size(); }
+  // Bytes one Activations(c, B, T, device, keep_logits, storage) allocates (to choose a
+  // micro-batch that fits in memory).
+  static size_t bytes_needed(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits = false,
+                             ActivationStorage storage = ActivationStorage::F32);
 
  private:
   Activations() = default;
   Buffer mem_;
+  ActivationStorage storage_ = ActivationStorage::F32;
 };
 
 }  // namespace zaya

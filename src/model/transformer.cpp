@@ -117,6 +117,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
       attention_layer_forward(c, lw.attn, l.attn, a.rope_cos, a.rope_sin, l.x, l.o);
     else
       moe_layer_forward(c, lw.moe, l.moe, l.x, router_state_before(a, prev, i), l.o);
+    stash_layer(l);  // bf16 storage: the sub-layer's own tensors into their copies
   }
   const LayerActs& last = a.layers.back();
   if (layer_start) layer_start(c.num_layers());
@@ -170,6 +171,7 @@ void model_backward(Model& m, Activations& a, double grad_scale, const LayerDone
     const LayerActs& l = a.layers[size_t(i)];
     const LayerWeights& lw = w.layers[size_t(i)];
     const LayerWeights& ldw = dw.layers[size_t(i)];
+    unstash_layer(l);
     if (c.is_attention(i)) {
       attention_layer_backward(c, lw.attn, ldw.attn, l.attn, g, a.rope_cos, a.rope_sin, l.x, g.dout,
                                g.dx);

@@ -39,6 +39,9 @@ const std::vector<TrainField>& train_fields() {
        "process, a GPU build)"},
       {"train.precision", &C::precision,
        "fp32 | bf16: GEMM inputs in bf16 with fp32 accumulation (bf16 needs train.device = gpu)"},
+      {"train.activations", &C::activations,
+       "auto | fp32 | bf16: storage of the activations saved for backward (auto: bf16 with "
+       "train.precision = bf16, else fp32)"},
       {"train.gemm_table", &C::gemm_table,
        "GEMM table of `zaya tune gemm` to follow ('' = none; needs train.device = gpu)"},
       {"train.log_every", &C::log_every, "print a step line every N steps", positive},
@@ -304,6 +307,8 @@ void validate_train_config(const TrainConfig& c) {
     fail("key 'train.device' must be cpu or gpu, got '{}'", c.device);
   if (c.precision != "fp32" && c.precision != "bf16")
     fail("key 'train.precision' must be fp32 or bf16, got '{}'", c.precision);
+  if (c.activations != "auto" && c.activations != "fp32" && c.activations != "bf16")
+    fail("key 'train.activations' must be auto, fp32 or bf16, got '{}'", c.activations);
   if (c.precision == "bf16" && c.device != "gpu")
     fail(
         "key 'train.precision' = bf16 needs train.device = gpu (the CPU trains in fp32); set "

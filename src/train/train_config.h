@@ -35,6 +35,10 @@ struct TrainConfig {
   // outputs; master weights, optimizer state, norms, softmax, router and loss stay fp32). bf16
   // needs train.device = gpu.
   std::string precision = "fp32";
+  // auto | fp32 | bf16: how the activations saved for backward are stored (model/activations.h;
+  // bf16: the large ones a sub-layer reads only itself as bf16 copies, about a third less memory;
+  // auto: bf16 when train.precision is bf16, else fp32). bf16 works on the CPU too.
+  std::string activations = "auto";
   // A GEMM table of `zaya tune gemm` (io/gemm_table.h) loaded at start; needs train.device = gpu.
   std::string gemm_table;
   int64_t log_every = 1;

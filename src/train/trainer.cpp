@@ -374,7 +374,18 @@ void Trainer::Impl::setup() {
     async_writer->prepare(*model, shape);
   }
 
-  acts.emplace(config(), B, T, device);
+  const ActivationStorage storage =
+      cfg.activations == "bf16" ||
+              (cfg.activations == "auto" && precision == ops::MatmulPrecision::BF16)
+          ? ActivationStorage::BF16
+          : ActivationStorage::F32;
+  acts.emplace(config(), B, T, device, false, storage);
+  log_info(
+      "train: activations {} MiB, stored {}{}", acts->bytes() >> 20,
+      activation_storage_name(storage),
+      storage == ActivationStorage::BF16
+          ? fmt::format(" (fp32 storage: {} MiB)", Activations::bytes_needed(config(), B, T) >> 20)
+          : std::string());
   inputs.assign(size_t(B * T), 0);
   targets.assign(size_t(B * T), 0);
   staging.emplace(device, B * T);
@@ -844,6 +855,14 @@ const TrainerState& Trainer::state() const {
 const Model& Trainer::model() const {
   impl_->settle();
   return *impl_->model;
+}
+
+const char* Trainer::activation_storage() const {
+  return activation_storage_name(impl_->acts->storage());
+}
+
+size_t Trainer::activation_bytes() const {
+  return impl_->acts->bytes();
 }
 
 TrainSummary run_training(const TrainConfig& cfg, const TrainOptions& opt) {

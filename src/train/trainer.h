@@ -108,6 +108,9 @@ class Trainer {
 
   const TrainerState& state() const;
   const Model& model() const;
+  // The saved activations' storage ("fp32" | "bf16": train.activations resolved) and bytes.
+  const char* activation_storage() const;
+  size_t activation_bytes() const;
 
  private:
   struct Impl;

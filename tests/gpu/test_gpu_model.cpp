@@ -3,7 +3,8 @@
 // 1e-4 of the largest |logit|, loss within 1e-5, every gradient within 1e-3 relative L2 (F32).
 // Also what only a GPU model does: loading through host staging (and the tied lm_head check),
 // saving from the device, random initialisation on the device, and `zaya eval --device gpu`
-// against `--device cpu`. Every test skips without a GPU.
+// against `--device cpu`; activations stored in bf16 against the CPU's. Every test skips without
+// a GPU.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -29,12 +30,13 @@ struct DeviceRun {
 };
 
 // One forward + backward of the mean loss over all rows of `tl` on m's device.
-DeviceRun forward_backward(Model& m, const TokenLines& tl) {
+DeviceRun forward_backward(Model& m, const TokenLines& tl,
+                           ActivationStorage storage = ActivationStorage::F32) {
   const int64_t B = tl.rows, T = tl.cols, V = m.config().vocab_size;
   DeviceRun r;
   r.logits.resize(size_t(B * T * V));
   m.zero_grads();
-  Activations a(m.config(), B, T, m.device(), /*keep_logits=*/true);
+  Activations a(m.config(), B, T, m.device(), /*keep_logits=*/true, storage);
   r.loss = model_forward(m, a, tl.ids.data());
   device_copy(Tensor(r.logits.data(), {B * T, V}), a.logits);
   model_backward(m, a, 1.0 / double(B * (T - 1)));
@@ -107,6 +109,23 @@ TEST_P(GpuTwinCase, ForwardAndBackwardMatchTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Twin, GpuTwinCase, ::testing::ValuesIn(twin_cases()),
                          [](const auto& info) { return info.param; });
+
+// Activations stored in bf16 (train.activations): the GPU's stash and unstash (ops::convert) give
+// the CPU's, for every twin case.
+TEST(GpuModel, Bf16ActivationStorageMatchesTheCpu) {
+  ZAYA_REQUIRE_GPU();
+  for (const std::string& name : twin_cases()) {
+    const std::string dir = case_dir(name).string();
+    Model cpu = Model::load_dir(dir);
+    Model gpu = Model::load_dir(dir, Device::Gpu);
+    const TokenLines tl = read_token_lines(dir + "/tokens.txt", cpu.config().vocab_size);
+    const DeviceRun want = forward_backward(cpu, tl, ActivationStorage::BF16);
+    const DeviceRun got = forward_backward(gpu, tl, ActivationStorage::BF16);
+    EXPECT_NEAR(got.loss, want.loss, kModelLossAbs) << name;
+    expect_logits_close(got.logits, want.logits, name + " bf16 storage");
+    expect_grads_close(cpu, got.grads, want.grads, name + " bf16 storage");
+  }
+}
 
 TEST(GpuModel, SaveDirWritesTheDeviceWeights) {
   ZAYA_REQUIRE_GPU();

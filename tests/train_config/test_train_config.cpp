@@ -108,6 +108,20 @@ TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
   expect_error([&] { validate_train_config(c); }, {"train.precision", "fp32 or bf16", "fp16"});
 }
 
+TEST(TrainConfig, ActivationsAreAutoFp32OrBf16OnEitherDevice) {
+  TrainConfig c;
+  c.dataset = "some/dir";
+  c.model_config = "config.json";
+  EXPECT_EQ(c.activations, "auto");
+  apply_override(c, "train.activations=bf16");
+  validate_train_config(c);  // the CPU too
+  apply_override(c, "train.activations=fp32");
+  validate_train_config(c);
+  apply_override(c, "train.activations=fp16");
+  expect_error([&] { validate_train_config(c); },
+               {"train.activations", "auto, fp32 or bf16", "fp16"});
+}
+
 TEST(TrainConfig, MuonBf16IsOffByDefaultAndNeedsTheGpu) {
   TrainConfig c;
   c.dataset = "some/dir";
