@@ -360,7 +360,7 @@ summary() {
     echo "  none (see the benchmark section)"
   fi
   echo "step benchmark (zaya bench step --device gpu):"
-  grep -E '^(bench step|tokens/s|model TFLOP|GEMM engine|BF16 GEMM|MFU)' "$out/bench_step.txt" 2>/dev/null |
+  grep -E '^(bench step|tokens/s|activations|model TFLOP|GEMM engine|BF16 GEMM|MFU|GEMM plans)' "$out/bench_step.txt" 2>/dev/null |
     sed 's/^/  /' || echo "  none (see the step benchmark section)"
   echo "step benchmark, ZAYA_GPU_ATTENTION=gemm:"
   grep -E '^(tokens/s|MFU|  attention)' "$out/bench_step_gemm.txt" 2>/dev/null |

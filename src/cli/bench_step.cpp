@@ -171,6 +171,8 @@ int run_bench_step(const Args& args) {
     probes.sgemm->pass();  // warm-up
   }
   std::vector<double> rates, step_seconds, profiled_seconds;
+  int64_t new_plans = 0;  // the timed steps' new GEMM plans and their host seconds
+  double plan_seconds = 0;
   bench_step::Split split;
   double total_wall = 0, total_cpu = 0;
   int64_t tokens = 0;
@@ -179,10 +181,14 @@ int run_bench_step(const Args& args) {
     ops::profile::reset();
     ops::profile::enable(!gpu);  // the CPU's steps are profiled as they run; the GPU's after
     const double cpu0 = cpu_seconds();
+    const gpu::GemmPlanStats plans_before = gpu::gemm_plan_stats();
     Timer t;
     const StepResult r = trainer.train_step();
     if (gpu) gpu::synchronize();
     const double wall = t.seconds(), cpu = cpu_seconds() - cpu0;
+    const gpu::GemmPlanStats plans_after = gpu::gemm_plan_stats();
+    new_plans += plans_after.plans - plans_before.plans;
+    plan_seconds += plans_after.seconds - plans_before.seconds;
     ops::profile::enable(false);
     if (!gpu) split.add(ops::profile::snapshot(), wall, heartbeat::collective_seconds_this_step());
     rates.push_back(double(r.tokens) / wall);
@@ -245,6 +251,8 @@ int run_bench_step(const Args& args) {
       j["gemm_f32_tflops"] = f32_rate / 1e12;
       j["mfu_f32"] = mfu_f32;
     }
+    j["gemm_plans_timed"] = new_plans;
+    j["gemm_plan_seconds_timed"] = plan_seconds;
     j["profile_steps"] = profiled;
     if (profiled > 0) j["profiled_step_seconds_median"] = median(profiled_seconds);
   } else {
@@ -282,7 +290,12 @@ int run_bench_step(const Args& args) {
                  f32_rate / 1e12, a.probe_size, probes.f32->engine());
     fmt::print("MFU             {:.1f}% of the BF16 GEMM rate", 100 * mfu);
     if (probes.f32) fmt::print("; {:.1f}% of the F32 GEMM rate", 100 * mfu_f32);
-    fmt::print("\n{}\n", gpu::memory_report());
+    fmt::print("\n");
+    fmt::print(
+        "GEMM plans      {} new in the timed steps, {:.1f} ms of host time ({:.1f} ms per step; "
+        "cuBLASLt's layouts + heuristic for each new shape: the experts' row counts vary)\n",
+        new_plans, 1e3 * plan_seconds, 1e3 * plan_seconds / double(a.steps));
+    fmt::print("{}\n", gpu::memory_report());
     fmt::print("host memory     {:.1f} MiB (VmHWM)\n", peak / double(1 << 20));
     if (profiled == 0) return 0;
     fmt::print(

@@ -71,6 +71,14 @@ bool available() noexcept;
 std::string describe();
 // The caching allocator's figures: in use, cached, peak, device total/free.
 std::string memory_report();
+// The GEMM library's plans so far: cuBLASLt's layouts and heuristic query, made on the host the
+// first time a GEMM shape is seen (the MoE experts' row counts change every step, so new shapes
+// keep coming), and the host seconds they took. Zero where the build has no cuBLASLt.
+struct GemmPlanStats {
+  int64_t plans = 0;
+  double seconds = 0;
+};
+GemmPlanStats gemm_plan_stats() noexcept;
 }  // namespace gpu
 
 }  // namespace zaya

@@ -35,8 +35,13 @@ TEST(GpuBenchStep, JsonReportFp32) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("device"), "gpu");
   EXPECT_EQ(j.at("precision"), "fp32");
+  EXPECT_EQ(j.at("activations"), "fp32");  // auto under fp32
+  EXPECT_GT(j.at("activation_bytes").get<double>(), 0);
   const std::string engine = j.at("gemm_engine");
   EXPECT_TRUE(engine == "cuBLASLt" || engine == "tiled") << engine;
+  // Without cuBLASLt (the HIP build, the emulator) no plans; with it, the plans are counted.
+  EXPECT_GE(j.at("gemm_plans_timed").get<int64_t>(), engine == "cuBLASLt" ? 1 : 0) << j.dump();
+  EXPECT_GE(j.at("gemm_plan_seconds_timed").get<double>(), 0);
   for (const char* k : {"tokens_per_s", "step_seconds_median", "model_gflops", "gemm_bf16_tflops",
                         "gemm_f32_tflops", "mfu", "mfu_f32", "profiled_step_seconds_median"})
     EXPECT_TRUE(std::isfinite(j.at(k).get<double>()) && j.at(k).get<double>() > 0) << k << j.dump();
@@ -73,8 +78,9 @@ TEST(GpuBenchStep, TableBf16Default) {
   const CliResult r = run_bench_step_in(dir, kSmall);
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* line :
-       {"precision bf16", "GEMM engine", "BF16 GEMM", "MFU", "GPU memory", "time split",
-        "GEMMs (linear + MoE experts + LM head)", "MoE dispatch", "communication", "outside ops"})
+       {"precision bf16", "activations bf16", "stored bf16", "GEMM engine", "BF16 GEMM", "MFU",
+        "GEMM plans", "GPU memory", "time split", "GEMMs (linear + MoE experts + LM head)",
+        "MoE dispatch", "communication", "outside ops"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   EXPECT_EQ(r.out.find("F32 GEMM"), std::string::npos) << r.out;  // bf16: no F32 probe
 }

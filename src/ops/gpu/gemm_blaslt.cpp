@@ -6,7 +6,8 @@
 // for the tensor cores, f32 accumulation), A/B F32 or BF16 (one dtype for both), C F32. One
 // handle, a 32 MiB workspace and, per
 // shape key (sizes, strides, transposes, dtype, pointer alignments), the descriptors and the
-// heuristic's algorithm, all made on first use and kept for the process. Also gemm_blaslt.h (the
+// heuristic's algorithm, all made on first use and kept for the process (counted and timed:
+// gpu::gemm_plan_stats). Also gemm_blaslt.h (the
 // tuning table's side: heuristic lists, cublasLtMatmulAlgoCheck, runs with a given algorithm;
 // UNVERIFIED: compiled, never run on a GPU here). The HIP build has no cuBLASLt here (hipBLASLt is
 // not in Debian's ROCm): gemm_blaslt declines every call (gemm_blaslt_absent.cpp: the rest).
@@ -17,6 +18,7 @@
 #include <cublasLt.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "core/assert.h"
+#include "core/device.h"
 #include "ops/gpu/gemm_blaslt.h"
 #include "ops/gpu/runtime.h"
 
@@ -52,6 +55,23 @@ struct Library {
 Library& library() {
   static Library lib;
   return lib;
+}
+
+// gemm_plan_stats (core/device.h): the plans made so far and their host time, updated under the
+// plan caches' locks.
+std::mutex stats_mu;
+GemmPlanStats stats;
+
+// make() timed into the statistics.
+template <class F>
+auto timed_plan(F make) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plan = make();
+  const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+  std::lock_guard<std::mutex> lock(stats_mu);
+  ++stats.plans;
+  stats.seconds += dt.count();
+  return plan;
 }
 
 // The largest power of two ≤ 256 that divides the address (the heuristic's alignment hint).
@@ -272,7 +292,8 @@ bool gemm_blaslt_algo(const Gemm& g, const BlasLtAlgo& algo) {
     std::lock_guard<std::mutex> lock(mu);
     const std::pair<Key, BlasLtAlgo> k{key_of(g), algo};
     auto it = plans.find(k);
-    if (it == plans.end()) it = plans.emplace(k, make_algo_plan(g, algo)).first;
+    if (it == plans.end())
+      it = plans.emplace(k, timed_plan([&] { return make_algo_plan(g, algo); })).first;
     plan = &it->second;
   }
   if (!plan->refused.empty()) return false;
@@ -284,6 +305,11 @@ bool gemm_blaslt_algo(const Gemm& g, const BlasLtAlgo& algo) {
   return true;
 }
 
+GemmPlanStats gemm_plan_stats() noexcept {
+  std::lock_guard<std::mutex> lock(stats_mu);
+  return stats;
+}
+
 bool gemm_blaslt(const Gemm& g) {
   if (!lt_applies(g)) return false;
   const Key key = key_of(g);
@@ -293,7 +319,8 @@ bool gemm_blaslt(const Gemm& g) {
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, make_plan(g, key)).first;
+    if (it == plans.end())
+      it = plans.emplace(key, timed_plan([&] { return make_plan(g, key); })).first;
     plan = &it->second;
   }
   if (!plan->usable) return false;

@@ -67,6 +67,10 @@ std::string memory_report() {
   return "GPU memory: none (this build has no GPU backend)";
 }
 
+GemmPlanStats gemm_plan_stats() noexcept {
+  return {};
+}
+
 // The GEMM tuning table (gemm_table_runtime.h): nothing to load, record or tune; the queries
 // answer "none".
 std::vector<gemm_table::Validator> gemm_table_validators() {
