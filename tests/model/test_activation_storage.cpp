@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "model/activations.h"
+#include "model/random_micro_batch.h"
 #include "model/transformer.h"
 #include "test_util.h"
 
@@ -43,15 +44,9 @@ void round_to_bf16_in_place(const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(p[i]));
 }
 
-// Micro-batch k: ids in [1, V), every target scored except one in nine.
+// Micro-batch k (one target in nine ignored).
 void micro_batch(int64_t k, int64_t V, std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
-  CounterRng rng{uint64_t(31 + k), 0};
-  ids.resize(size_t(kB * kT));
-  targets.resize(ids.size());
-  for (int64_t n = 0; n < kB * kT; ++n) {
-    ids[size_t(n)] = int32_t(1 + rng.bits(uint64_t(2 * n)) % uint64_t(V - 1));
-    targets[size_t(n)] = n % 9 == 4 ? -1 : int32_t(rng.bits(uint64_t(2 * n + 1)) % uint64_t(V));
-  }
+  random_micro_batch(uint64_t(31 + k), kB * kT, V, 9, 4, ids, targets);
 }
 
 struct Passes {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/activations.h"
+#include "model/random_micro_batch.h"
 #include "model/transformer.h"
 #include "ops/ops.h"
 #include "test_util.h"
@@ -27,15 +28,9 @@ Model tiny_model() {
   return m;
 }
 
-// Micro-batch k's ids and targets (one row in five fully ignored, one target in seven ignored).
+// Micro-batch k's ids and targets (one target in seven ignored).
 void micro_batch(int64_t k, int64_t V, std::vector<int32_t>& ids, std::vector<int32_t>& targets) {
-  CounterRng rng{uint64_t(101 + k), 0};
-  ids.resize(size_t(kB * kT));
-  targets.resize(ids.size());
-  for (int64_t n = 0; n < kB * kT; ++n) {
-    ids[size_t(n)] = int32_t(1 + rng.bits(uint64_t(2 * n)) % uint64_t(V - 1));
-    targets[size_t(n)] = n % 7 == 3 ? -1 : int32_t(rng.bits(uint64_t(2 * n + 1)) % uint64_t(V));
-  }
+  random_micro_batch(uint64_t(101 + k), kB * kT, V, 7, 3, ids, targets);
 }
 
 struct Grads {

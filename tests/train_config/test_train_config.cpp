@@ -82,10 +82,20 @@ TEST(TrainConfig, OverridesFollowTheFieldType) {
   expect_error([&] { apply_override(c, "no_equals_sign"); }, {"key=value"});
 }
 
-TEST(TrainConfig, DeviceIsCpuOrGpu) {
+namespace {
+
+// The least a TrainConfig needs to validate (a dataset and a model config), all else default.
+TrainConfig valid_config() {
   TrainConfig c;
   c.dataset = "some/dir";
   c.model_config = "config.json";
+  return c;
+}
+
+}  // namespace
+
+TEST(TrainConfig, DeviceIsCpuOrGpu) {
+  TrainConfig c = valid_config();
   EXPECT_EQ(c.device, "cpu");
   apply_override(c, "train.device=gpu");
   EXPECT_EQ(c.device, "gpu");
@@ -95,9 +105,7 @@ TEST(TrainConfig, DeviceIsCpuOrGpu) {
 }
 
 TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
-  TrainConfig c;
-  c.dataset = "some/dir";
-  c.model_config = "config.json";
+  TrainConfig c = valid_config();
   EXPECT_EQ(c.precision, "fp32");
   apply_override(c, "train.precision=bf16");
   expect_error([&] { validate_train_config(c); },
@@ -109,9 +117,7 @@ TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
 }
 
 TEST(TrainConfig, ActivationsAreAutoFp32OrBf16OnEitherDevice) {
-  TrainConfig c;
-  c.dataset = "some/dir";
-  c.model_config = "config.json";
+  TrainConfig c = valid_config();
   EXPECT_EQ(c.activations, "auto");
   apply_override(c, "train.activations=bf16");
   validate_train_config(c);  // the CPU too
@@ -123,9 +129,7 @@ TEST(TrainConfig, ActivationsAreAutoFp32OrBf16OnEitherDevice) {
 }
 
 TEST(TrainConfig, MuonBf16IsOffByDefaultAndNeedsTheGpu) {
-  TrainConfig c;
-  c.dataset = "some/dir";
-  c.model_config = "config.json";
+  TrainConfig c = valid_config();
   EXPECT_FALSE(c.optim.muon_bf16);
   apply_override(c, "optim.muon_bf16=true");
   EXPECT_TRUE(c.optim.muon_bf16);
