@@ -1,8 +1,8 @@
 // `zaya bench step`'s device flags without a GPU: --device gpu is one "zaya: error:" line naming
 // why there is no GPU (the build, or the missing device), --precision bf16 needs --device gpu,
-// bad --device/--precision/--probe-size/--profile-steps values are errors, and the CPU report
-// names its device and precision and has a communication share. (With a GPU the first test skips:
-// tests/gpu/test_gpu_bench_step.cpp runs the GPU path.)
+// bad --device/--precision/--activations/--probe-size/--profile-steps values are errors, and the
+// CPU report names its device and precision and has a communication share. (With a GPU the first
+// test skips: tests/gpu/test_gpu_bench_step.cpp runs the GPU path.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,6 +40,8 @@ TEST(BenchStepFlags, BadValues) {
                     "--precision bf16 needs --device gpu");
   expect_user_error(run_bench_step_in(dir, c + "--device tpu"), "--device 'tpu'");
   expect_user_error(run_bench_step_in(dir, c + "--precision fp16"), "--precision 'fp16'");
+  expect_user_error(run_bench_step_in(dir, c + "--activations fp16"),
+                    "--activations 'fp16': use auto, fp32 or bf16");
   for (const std::string flags : {"--probe-size 8", "--profile-steps -1", "--probe-size x"}) {
     const CliResult r = run_bench_step_in(dir, c + flags);
     EXPECT_FALSE(r.crashed) << r.err;

@@ -42,6 +42,7 @@
 #define cudaStreamCreateWithFlags hipStreamCreateWithFlags
 #define cudaStreamNonBlocking hipStreamNonBlocking
 #define cudaStreamSynchronize hipStreamSynchronize
+#define cudaStreamQuery hipStreamQuery
 #define cudaStreamDestroy hipStreamDestroy
 #define cudaEvent_t hipEvent_t
 #define cudaEventCreate hipEventCreate
