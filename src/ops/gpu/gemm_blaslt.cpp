@@ -17,6 +17,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
@@ -234,18 +235,21 @@ AlgoPlan make_algo_plan(const Gemm& g, const BlasLtAlgo& words) {
     p.refused = "it needs " + std::to_string(r.workspaceSize) + " bytes of workspace, more than " +
                 std::to_string(kWorkspaceBytes);
   }
-  const cublasLtMatmulAlgoCapAttributes_t caps[3] = {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES,
-                                                     CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
-                                                     CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES};
-  for (int i = 0; i < 3; ++i) {
+  // The output is both C and D (the same pointer and layout): it needs the larger of the two.
+  const cublasLtMatmulAlgoCapAttributes_t caps[4] = {
+      CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES};
+  uint32_t found[4] = {256, 256, 256, 256};
+  for (int i = 0; i < 4; ++i) {
     uint32_t v = 0;
     size_t written = 0;
     // Unknown (an older library): the largest alignment the heuristic is ever told of.
     if (cublasLtMatmulAlgoCapGetAttribute(&p.algo, caps[i], &v, sizeof(v), &written) ==
             CUBLAS_STATUS_SUCCESS &&
         written == sizeof(v) && v > 0)
-      p.align[i] = v;
+      found[i] = v;
   }
+  p.align[0] = found[0], p.align[1] = found[1], p.align[2] = std::max(found[2], found[3]);
   return p;
 }
 

@@ -97,6 +97,7 @@ struct Candidate {
   std::function<bool(const Gemm&)> run;
 };
 
+// g: the shape with the pointers the candidates run on (the heuristic is told their alignment).
 std::vector<Candidate> candidates_of(const Gemm& g, int count) {
   std::vector<Candidate> out;
   // The default first: gemm() with no table (tune_gemms checks none is loaded).
@@ -144,8 +145,12 @@ GemmTuneResult tune_one(const GemmKey& key, const GemmTuneOptions& o) {
   GemmTuneResult r;
   r.key = key;
   std::vector<float> ref;
-  for (const Candidate& c : candidates_of(g, o.candidates)) {
-    const Gemm first = on(g, sets[0]);
+  const Gemm first = on(g, sets[0]);
+  // C holds NaN before each candidate's checked call, so one that leaves part of C unwritten
+  // fails its check instead of passing on the previous candidate's result.
+  const std::vector<unsigned char> nan_c(sz.c, 0xFF);
+  for (const Candidate& c : candidates_of(first, o.candidates)) {
+    copy(first.c, Device::Gpu, nan_c.data(), Device::Cpu, sz.c);
     if (!c.run(first)) continue;  // cannot take these pointers: not a candidate
     const std::vector<float> got = download(first);
     const bool is_default = c.solution.kind == SolutionKind::Default;
