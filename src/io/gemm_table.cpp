@@ -156,6 +156,26 @@ RowMajorGemm row_major_of(const GemmKey& k) {
   return RowMajorGemm{k.n, k.m, k.k, k.ldb, k.lda, k.ldc, k.trans_b, k.trans_a};
 }
 
+std::optional<GemmKey> nearest_key(const std::vector<GemmKey>& keys, const GemmKey& key) {
+  std::optional<GemmKey> best;
+  double best_ratio = 2.0;  // the farthest allowed
+  int64_t best_value = 0;
+  for (const GemmKey& c : keys) {
+    if (c.dtype != key.dtype || c.trans_a != key.trans_a || c.trans_b != key.trans_b ||
+        c.lda != key.lda || c.ldb != key.ldb || c.ldc != key.ldc)
+      continue;
+    const bool dm = c.m != key.m, dn = c.n != key.n, dk = c.k != key.k;
+    if (int(dm) + int(dn) + int(dk) != 1) continue;  // the same key, or two dimensions apart
+    const int64_t have = dm ? c.m : dn ? c.n : c.k, want = dm ? key.m : dn ? key.n : key.k;
+    if (have <= 0 || want <= 0) continue;
+    const double ratio = have > want ? double(have) / double(want) : double(want) / double(have);
+    if (ratio < best_ratio || (ratio == best_ratio && have > best_value)) {
+      best = c, best_ratio = ratio, best_value = have;
+    }
+  }
+  return best;
+}
+
 std::string op_name(const GemmKey& k) {
   const char* dtype = k.dtype == GemmDtype::BF16        ? "BFloat16"
                       : k.dtype == GemmDtype::F32AsBF16 ? "floatAsBFloat16"

@@ -32,6 +32,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,12 @@ struct RowMajorGemm {
   bool a_transposed, b_transposed;
 };
 RowMajorGemm row_major_of(const GemmKey& key);
+
+// The key of `keys` that stands in for `key` where a table has no line of its own: the same GEMM
+// (dtype, transposes, strides) but for one of m, n, k — the one an expert's row count sets, which
+// routing changes every step (n: an expert's forward and dX GEMMs; k: its dW) — the nearest to
+// key's by ratio, within a factor of 2 (a tie goes to the larger). std::nullopt where none is.
+std::optional<GemmKey> nearest_key(const std::vector<GemmKey>& keys, const GemmKey& key);
 
 std::string op_name(const GemmKey& key);  // GemmTunableOp_float_TN
 std::string params(const GemmKey& key);   // tn_m_n_k_ld_lda_ldb_ldc

@@ -797,6 +797,13 @@ void Trainer::Impl::after_step(const StepResult& r) {
     since_log.reset();
     tokens_since_log = 0;
   }
+  if (last && !cfg.gemm_table.empty()) {
+    const gpu::GemmTableStats t = gpu::gemm_table_stats();
+    log_info(
+        "train: GEMM table: {} of {} GEMM calls found their own line, {} the nearest row count's "
+        "(a routed expert's), {} ran the default",
+        t.exact, t.calls, t.nearest, t.calls - t.exact - t.nearest);
+  }
   if (has_val && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
     const heartbeat::Scope beat(heartbeat::Section::Eval);
     summary.last_val_loss = validation_loss();

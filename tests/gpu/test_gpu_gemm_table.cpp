@@ -5,6 +5,8 @@
 // - a table whose solutions are Default gives the very same loss and gradients as no table, one
 //   of Gemm_Zaya_Tiled the same within rounding (bit-equal where the default is the tiled kernel:
 //   the emulator, HIP);
+// - an expert's GEMM whose row count routing moved off the tuned (balanced) one runs the nearest
+//   line (gemm_table::nearest_key), within rounding, and gemm_table_stats counts it;
 // - a tuned table (tune_gemms: on a CUDA GPU, cuBLASLt candidates too) changes the loss and
 //   gradients by rounding only, and its gain is printed (the device check of scripts/gpu_check.sh);
 // - foreign validators and a cuBLASLt algorithm the library rejects are clear errors;
@@ -190,6 +192,41 @@ TEST(GpuGemmTable, TunedTableKeepsTheLossAndPrintsItsGain) {
       "%.4f → %.4f (gain %.1f%%)\n",
       keys.size(), changed, rejected, plain.loss, tuned.loss, def, best,
       def > 0 ? 100 * (1 - best / def) : 0.0);
+}
+
+TEST(GpuGemmTable, ExpertGemmsOffTheTunedRowCountRunTheNearestLine) {
+  ZAYA_REQUIRE_GPU();
+  ScratchDir d;
+  Fixture f;
+  const std::vector<GemmKey> ran = recorded_keys(f, d);
+  const Pass plain = forward_backward(f.model, f.tl);
+  // The lines `zaya tune gemm` writes: the config's GEMMs, an expert's at the balanced row count.
+  std::vector<GemmKey> tuned;
+  for (const GemmShape& s : distinct_gemms(
+           training_gemms(f.model.config(), f.tl.rows * f.tl.cols, gemm_table::GemmDtype::F32)))
+    tuned.push_back(s.key);
+  int stand_ins = 0, defaults = 0;  // keys the pass ran that the table lacks
+  for (const GemmKey& k : ran)
+    if (std::find(tuned.begin(), tuned.end(), k) == tuned.end())
+      ++(gemm_table::nearest_key(tuned, k) ? stand_ins : defaults);
+  ASSERT_GT(stand_ins, 0) << "no expert of " << kCase << " is routed off the balanced row count";
+  gemm_table::save_table(d / "balanced.csv", table_of(tuned, SolutionKind::Tiled));
+  gpu::load_gemm_table(d / "balanced.csv");
+  const Pass with_table = forward_backward(f.model, f.tl);
+  const gpu::GemmTableStats s = gpu::gemm_table_stats();
+  gpu::clear_gemm_table();
+  EXPECT_GT(s.exact, 0);
+  EXPECT_GT(s.nearest, 0);
+  EXPECT_LE(s.exact + s.nearest, s.calls);
+  if (defaults == 0) {
+    EXPECT_EQ(s.exact + s.nearest, s.calls);
+  }
+  EXPECT_EQ(gpu::gemm_table_stats().calls, 0);  // cleared with the table
+  expect_rounding_only(with_table, plain, "balanced Gemm_Zaya_Tiled table");
+  std::printf(
+      "balanced table: %d keys run by the nearest line, %d by the default; calls %lld: "
+      "%lld exact, %lld nearest\n",
+      stand_ins, defaults, (long long)s.calls, (long long)s.exact, (long long)s.nearest);
 }
 
 TEST(GpuGemmTable, ForeignValidatorsAndRejectedAlgorithmsAreClearErrors) {

@@ -193,3 +193,35 @@ TEST(GemmTable, UntunedFileRoundTrips) {
   expect_contains(error_of([&] { parse_untuned(text + "GemmTunableOp_float_TN\n", "u.csv"); }),
                   "u.csv:4: an untuned line is op,params (1 fields)");
 }
+
+TEST(GemmTable, NearestKeyStandsInForAnExpertsOtherRowCount) {
+  // An expert's forward at the tuned (balanced) row count 512 and its dW, whose K is the rows.
+  const GemmKey fwd = key_of_row_major(GemmDtype::F32, 512, 1024, 256, false, 256, true, 256, 1024);
+  const GemmKey dw = key_of_row_major(GemmDtype::F32, 1024, 256, 512, true, 1024, false, 256, 256);
+  const GemmKey fwd_300 =
+      key_of_row_major(GemmDtype::F32, 300, 1024, 256, false, 256, true, 256, 1024);
+  const std::vector<GemmKey> keys = {fwd, dw, fwd_300};
+  auto rows = [](GemmKey k, int64_t M) { return k.n = M, k; };  // row-major M is BLAS n
+  auto depth = [](GemmKey k, int64_t K) { return k.k = K, k; };
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 517)), fwd);
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 1024)), fwd);     // a factor of 2 exactly
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 390)), fwd_300);  // 1.30x from 300, 1.31x from 512
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 150)), fwd_300);
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 1025)), std::nullopt);  // beyond 2x of every line
+  EXPECT_EQ(nearest_key(keys, rows(fwd, 149)), std::nullopt);
+  EXPECT_EQ(nearest_key(keys, depth(dw, 700)), dw);
+  // A tie by ratio goes to the larger: 2x below 600 and 2x above 150 (lines at 600 and 150).
+  const std::vector<GemmKey> tie = {rows(fwd, 150), rows(fwd, 600)};
+  EXPECT_EQ(nearest_key(tie, rows(fwd, 300)), rows(fwd, 600));
+  // Only one dimension may differ; dtype, transposes and strides never.
+  GemmKey two = rows(depth(fwd, 300), 500);
+  EXPECT_EQ(nearest_key(keys, two), std::nullopt);
+  GemmKey other = rows(fwd, 517);
+  other.dtype = GemmDtype::BF16;
+  EXPECT_EQ(nearest_key(keys, other), std::nullopt);
+  other = rows(fwd, 517), other.ldc = 1040;
+  EXPECT_EQ(nearest_key(keys, other), std::nullopt);
+  other = rows(fwd, 517), other.trans_a = !other.trans_a;
+  EXPECT_EQ(nearest_key(keys, other), std::nullopt);
+  EXPECT_EQ(nearest_key({}, fwd), std::nullopt);
+}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/assert.h"
@@ -28,6 +29,11 @@ struct State {
   std::atomic<bool> active{false};  // a table or a recording
   std::mutex mu;
   std::map<GemmKey, Solution> table;
+  std::vector<GemmKey> keys;  // the table's
+  // Keys the table lacks, each with the line that stands in for it (gemm_table::nearest_key),
+  // or none: one search per key.
+  std::map<GemmKey, std::optional<Solution>> stand_ins;
+  GemmTableStats stats;
   std::string record_path;
   std::vector<GemmKey> used;  // first-use order
   std::set<GemmKey> seen;
@@ -112,6 +118,10 @@ int64_t load_gemm_table(const std::string& path) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.table = std::move(table);
+  s.keys.clear();
+  for (const auto& [key, solution] : s.table) s.keys.push_back(key);
+  s.stand_ins.clear();
+  s.stats = {};
   s.update_active();
   return int64_t(t.entries.size());
 }
@@ -120,7 +130,16 @@ void clear_gemm_table() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.table.clear();
+  s.keys.clear();
+  s.stand_ins.clear();
+  s.stats = {};
   s.update_active();
+}
+
+GemmTableStats gemm_table_stats() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.stats;
 }
 
 bool gemm_table_loaded() {
@@ -164,9 +183,22 @@ bool gemm_table_run(const Gemm& g) {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.record_path.empty() && s.seen.insert(key).second) s.used.push_back(key);
+    if (s.table.empty()) return false;
+    ++s.stats.calls;
     const auto it = s.table.find(key);
-    if (it == s.table.end()) return false;
-    sol = it->second;
+    if (it != s.table.end()) {
+      sol = it->second;
+      ++s.stats.exact;
+    } else {
+      auto in = s.stand_ins.find(key);
+      if (in == s.stand_ins.end()) {
+        const std::optional<GemmKey> near = gemm_table::nearest_key(s.keys, key);
+        in = s.stand_ins.emplace(key, near ? std::optional(s.table.at(*near)) : std::nullopt).first;
+      }
+      if (!in->second) return false;
+      sol = *in->second;
+      ++s.stats.nearest;
+    }
   }
   switch (sol.kind) {
     case SolutionKind::Default:

@@ -36,10 +36,21 @@ int64_t write_gemm_recording();
 // The GEMM of a key, pointers null (alpha 1, beta 0).
 Gemm gemm_of_key(const gemm_table::GemmKey& key);
 
-// gemm()'s hook: notes g when recording; runs g with the table's solution for its key and
-// returns true, or returns false (the caller runs its default) where the table has no key for g,
-// says Default, or its cuBLASLt algorithm cannot take g's pointers' alignment.
+// gemm()'s hook: notes g when recording; runs g with the table's solution for its key — or,
+// where the table lacks it, for the key that stands in for it (gemm_table::nearest_key: an
+// expert's GEMM whose row count routing moved off the tuned one, within a factor of 2) — and
+// returns true, or returns false (the caller runs its default) where there is none, it says
+// Default, or its cuBLASLt algorithm cannot take g (cublasLtMatmulAlgoCheck on g's own layouts,
+// its pointers' alignment).
 bool gemm_table_run(const Gemm& g);
+
+// How gemm_table_run served the GEMMs that have a key since the table was loaded: `exact` found
+// their own line, `nearest` a stand-in (gemm_table::nearest_key), the rest ran the default.
+// All zero without a table.
+struct GemmTableStats {
+  int64_t calls = 0, exact = 0, nearest = 0;
+};
+GemmTableStats gemm_table_stats();
 
 struct GemmTuneOptions {
   int candidates = 8;  // cuBLASLt heuristic results to time (besides the default and tiled)

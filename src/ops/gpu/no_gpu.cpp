@@ -87,6 +87,10 @@ bool gemm_table_loaded() {
   return false;
 }
 
+GemmTableStats gemm_table_stats() {
+  return {};
+}
+
 void set_gemm_recording(const std::string& path) {
   no_gpu("recording the GPU's GEMMs");
 }
