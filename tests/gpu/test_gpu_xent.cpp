@@ -1,6 +1,9 @@
 // xent_forward / xent_backward on the GPU against the CPU backend (label gpu; skips without a
 // device): odd vocabularies (scalar path), the ZAYA1 vocabulary 262,272 (float4 path), ignored rows
-// (target −1), a confident row (p → 1 at the target), dlogits aliasing logits.
+// (target −1), a confident row (p → 1 at the target), dlogits aliasing logits, a target past the
+// vocabulary (NaN loss).
+#include <cmath>
+
 #include "gpu/gpu_test_util.h"
 
 namespace zaya::test {
@@ -70,6 +73,21 @@ TEST(GpuXent, ConfidentRows) {
     run_case(33, 257, false, 77, boost);
     run_case(3, 262272, false, 78, boost + 10);
   }
+}
+
+// A target past the vocabulary (the CPU op asserts; bad data the loader let through) reads
+// nothing on the GPU: that row's loss is NaN, the others are as usual.
+TEST(GpuXent, TargetPastTheVocabularyIsANanLoss) {
+  ZAYA_REQUIRE_GPU();
+  const int64_t N = 3, V = 33;
+  DevicePair logits = random_pair(DType::F32, {N, V}, 5, 3.0);
+  DevicePair target = i32_pair({2, int32_t(V), -1});
+  DevicePair loss(DType::F32, {N}), lse(DType::F32, {N});
+  ops::xent_forward(loss.gpu, lse.gpu, logits.gpu, target.gpu);
+  const std::vector<double> got = loss.gpu_values();
+  EXPECT_TRUE(std::isfinite(got[0]) && got[0] > 0) << got[0];
+  EXPECT_TRUE(std::isnan(got[1])) << got[1];
+  EXPECT_EQ(got[2], 0.0);
 }
 
 }  // namespace

@@ -19,8 +19,9 @@
 //   dkv_kernel            block (b·Hk + g, key tile): the G heads of g, then query tiles from
 //                         the diagonal on; dK, dV accumulate in registers (GQA sum inside);
 //   dq_kernel             block (b·Hq + h, query tile), key tiles 0 … the diagonal.
-// Tile sizes per DP keep shared memory within 64 KiB on AMD (kSmallLds) and use NVIDIA's opt-in
-// shared memory (set_smem) above 48 KiB.
+// Tile sizes per DP keep shared memory within 64 KiB on AMD (kSmallLds) up to head size 128 (above,
+// even 16-row tiles need more: set_smem's error names ZAYA_GPU_ATTENTION=gemm) and use NVIDIA's
+// opt-in shared memory (set_smem) above 48 KiB.
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -453,7 +454,8 @@ struct DkvTiles {  // keys, query columns
 };
 
 // Asks for `bytes` of dynamic shared memory for `kernel`: opts in above 48 KiB on NVIDIA (AMD
-// allows its 64 KiB without), and asserts the device has that much per block.
+// allows its 64 KiB without); a zaya::Error where the device has less per block (AMD at head
+// sizes above 128).
 void set_smem(const void* kernel, size_t bytes) {
   static const int limit = [] {
     int dev = 0, v = 0;
@@ -463,8 +465,12 @@ void set_smem(const void* kernel, size_t bytes) {
     const int base = kSmallLds ? 64 * 1024 : 48 * 1024;
     return v > base ? v : base;
   }();
-  ZAYA_ASSERT(bytes <= size_t(limit),
-              "attention on the GPU: the tiles need more shared memory than the device has");
+  if (bytes > size_t(limit))
+    fail(
+        "attention on the GPU: this head size's flash-attention tiles need {} bytes of shared "
+        "memory per block and the device has {}; ZAYA_GPU_ATTENTION=gemm computes the attention "
+        "through GEMMs instead",
+        bytes, limit);
   if (!kSmallLds && bytes > 48 * 1024)
     ZAYA_GPU_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));

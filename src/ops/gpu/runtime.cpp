@@ -57,6 +57,15 @@ Context make_context() {
 
 const Context& context() {
   static const Context c = make_context();
+  // The current device is per host thread, and a thread other than the one that chose it (the
+  // checkpoint writer's, pinning its staging) starts on device 0, where its first runtime call
+  // would make a context of its own: on an 8-GPU node, every rank's on GPU 0. Each thread that
+  // asks for the context is moved to the chosen device first.
+  thread_local const bool bound = [] {
+    ZAYA_GPU_CHECK(cudaSetDevice(c.device));
+    return true;
+  }();
+  (void)bound;
   return c;
 }
 
@@ -248,7 +257,7 @@ bool available() noexcept {
 bool pin_host(void* p, size_t bytes) noexcept {
   if (!p || bytes == 0 || !available()) return false;
   // Portable: pinned for every device context, whichever thread registers it (the staging is
-  // allocated on a background thread).
+  // allocated on a background thread, moved to this process's device by available()).
   if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
   (void)cudaGetLastError();  // not sticky: the copies still work from pageable memory
   return false;

@@ -63,7 +63,9 @@ __global__ void __launch_bounds__(kXentThreads)
       const double lse = double(M) + log(S);
       lse_out[n] = float(lse);
       const int32_t t = target[n];
-      loss[n] = t < 0 ? 0.f : float(lse - double(l[t]));
+      // A target outside [-1, V) (the CPU op's assertion) reads nothing: its loss is NaN, which
+      // the trainer's non-finite check reports.
+      loss[n] = t < 0 ? 0.f : t >= V ? __uint_as_float(0x7fc00000u) : float(lse - double(l[t]));
     }
   }
 }
