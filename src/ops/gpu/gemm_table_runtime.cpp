@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "core/assert.h"
 #include "io/file.h"
@@ -29,7 +30,6 @@ struct State {
   std::atomic<bool> active{false};  // a table or a recording
   std::mutex mu;
   std::map<GemmKey, Solution> table;
-  std::vector<GemmKey> keys;  // the table's
   // Keys the table lacks, each with the line that stands in for it (gemm_table::nearest_key),
   // or none: one search per key.
   std::map<GemmKey, std::optional<Solution>> stand_ins;
@@ -38,6 +38,24 @@ struct State {
   std::vector<GemmKey> used;  // first-use order
   std::set<GemmKey> seen;
   void update_active() { active.store(!table.empty() || !record_path.empty()); }
+  // A new table (empty: none), its stand-ins and statistics from scratch. Under mu.
+  void set_table(std::map<GemmKey, Solution> t) {
+    table = std::move(t);
+    stand_ins.clear();
+    stats = {};
+    update_active();
+  }
+  // The stand-in for a key the table lacks. Under mu.
+  std::optional<Solution> stand_in(const GemmKey& key) {
+    auto it = stand_ins.find(key);
+    if (it == stand_ins.end()) {
+      std::vector<GemmKey> keys;
+      for (const auto& [k, solution] : table) keys.push_back(k);
+      const std::optional<GemmKey> near = gemm_table::nearest_key(keys, key);
+      it = stand_ins.emplace(key, near ? std::optional(table.at(*near)) : std::nullopt).first;
+    }
+    return it->second;
+  }
 };
 
 State& state() {
@@ -117,23 +135,14 @@ int64_t load_gemm_table(const std::string& path) {
   }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.table = std::move(table);
-  s.keys.clear();
-  for (const auto& [key, solution] : s.table) s.keys.push_back(key);
-  s.stand_ins.clear();
-  s.stats = {};
-  s.update_active();
+  s.set_table(std::move(table));
   return int64_t(t.entries.size());
 }
 
 void clear_gemm_table() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  s.table.clear();
-  s.keys.clear();
-  s.stand_ins.clear();
-  s.stats = {};
-  s.update_active();
+  s.set_table({});
 }
 
 GemmTableStats gemm_table_stats() {
@@ -190,13 +199,9 @@ bool gemm_table_run(const Gemm& g) {
       sol = it->second;
       ++s.stats.exact;
     } else {
-      auto in = s.stand_ins.find(key);
-      if (in == s.stand_ins.end()) {
-        const std::optional<GemmKey> near = gemm_table::nearest_key(s.keys, key);
-        in = s.stand_ins.emplace(key, near ? std::optional(s.table.at(*near)) : std::nullopt).first;
-      }
-      if (!in->second) return false;
-      sol = *in->second;
+      const std::optional<Solution> in = s.stand_in(key);
+      if (!in) return false;
+      sol = *in;
       ++s.stats.nearest;
     }
   }
