@@ -42,7 +42,7 @@ cuda:
 
 cuda-smoke: cuda
 	ctest --preset cuda -L gpu -j $(JOBS)
-	build/cuda/bench/bench_gpu
+	build/cuda/benchmarks/bench_gpu
 
 # The AMD compile check (`ZAYA_HIP=1 bash scripts/setup.sh` first): the GPU sources under hipcc
 # for gfx90a and gfx940, and the NCCL group against RCCL's interface (src/dist/nccl_abi.h: Debian

@@ -4,7 +4,7 @@
 
 #include "data/tokenizer.h"
 #include "fuzz_util.h"
-#include "infer/openai_api.h"
+#include "serve/openai_api.h"
 
 namespace {
 const zaya::Tokenizer& toy() {

@@ -2,9 +2,9 @@
 # Builds the relocatable CUDA bundle: the `gpu-bundle` preset (CMakePresets.json: CUDA sm_90a +
 # sm_80, OpenBLAS/gfortran/quadmath/gomp/xxhash/libstdc++/libgcc static, fmt and toml++ header-
 # only, no MPI, no HTTP server, no RPATH) into
-#   build/gpu-bundle/zaya-gpu/   bin/zaya, tests/gpu/test_* (every tests/*/test_*gpu*.cpp and
-#                                test_*device*.cpp: the op tests and the model parity tests),
-#                                tests/data/{model,configs,tokenizer/toy_tokenizer.json}, bench/bench_gpu, scripts/gpu_check.sh,
+#   build/gpu-bundle/zaya-gpu/   bin/zaya, tests/gpu/test_* (the single-process tests labelled gpu:
+#                                the op tests and the model parity tests), tests/fixtures/{model,
+#                                configs,tokenizer/toy_tokenizer.json}, benchmarks/bench_gpu, scripts/gpu_check.sh,
 #                                configs/models/gpu-step-bench.json (zaya bench step --device gpu's default),
 #                                MANIFEST (commit, flags, libraries, glibc needed, sizes, sha256)
 #   build/gpu-bundle/zaya-gpu.tar.gz, and zaya-gpu.tar.xz: the one to carry to a GPU host. Every
@@ -33,16 +33,12 @@ command -v readelf >/dev/null || die "readelf (binutils) is needed to check the 
 [ -x /usr/local/cuda/bin/nvcc ] || die "no /usr/local/cuda/bin/nvcc: the bundle is a CUDA build"
 command -v xz >/dev/null || die "xz (xz-utils) is needed for the bundle's .tar.xz"
 
-# The GPU tests: tests/gpu/test_gpu_*.cpp and any other tests/<dir>/test_*gpu*.cpp or
-# test_*device*.cpp (tests/cli/test_eval_device_cli.cpp: zaya eval --device gpu against cpu).
-mapfile -t tests < <(find tests -mindepth 2 -maxdepth 2 \( -name 'test_*gpu*.cpp' -o -name 'test_*device*.cpp' \) \
-  -not -path 'tests/mpi/*' |
-  sed 's|.*/||; s|\.cpp$||' | sort -u)
-[ "${#tests[@]}" -gt 0 ] || echo "bundle_gpu: warning: no GPU test sources (tests/*/test_*gpu*.cpp)"
-
 echo "bundle_gpu: configuring (preset gpu-bundle)"
 cmake --preset gpu-bundle >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; die "configuring the gpu-bundle preset failed (above)"; }
+# The GPU tests: the single-process executables labelled gpu (tests/CMakeLists.txt lists them).
+mapfile -t tests <"$build/tests/gpu_tests.txt"
+[ "${#tests[@]}" -gt 0 ] || die "no GPU test executables in $build/tests/gpu_tests.txt"
 echo "bundle_gpu: building zaya bench_gpu ${tests[*]} (-j $jobs)"
 if ! cmake --build "$build" -j "$jobs" --target zaya bench_gpu "${tests[@]}"; then
   die "the build failed (above). The full CUDA link needs every GPU op of src/ops/backend_ops.inc \
@@ -50,13 +46,13 @@ if ! cmake --build "$build" -j "$jobs" --target zaya bench_gpu "${tests[@]}"; th
 fi
 
 rm -rf "$bundle" "$bundle.tar.gz" "$bundle.tar.xz"
-mkdir -p "$bundle"/{bin,bench,scripts,tests/gpu,tests/data}
+mkdir -p "$bundle"/{bin,benchmarks,scripts,tests/gpu,tests/fixtures}
 cp "$build/zaya" "$bundle/bin/"
-cp "$build/bench/bench_gpu" "$bundle/bench/"
+cp "$build/benchmarks/bench_gpu" "$bundle/benchmarks/"
 for t in "${tests[@]}"; do cp "$build/tests/$t" "$bundle/tests/gpu/"; done
-cp -r tests/data/model tests/data/configs "$bundle/tests/data/"
-mkdir -p "$bundle/tests/data/tokenizer"  # test_gpu_train's sample tokenizer (40 KB)
-cp tests/data/tokenizer/toy_tokenizer.json "$bundle/tests/data/tokenizer/"
+cp -r tests/fixtures/model tests/fixtures/configs "$bundle/tests/fixtures/"
+mkdir -p "$bundle/tests/fixtures/tokenizer"  # test_train_trainer_gpu's sample tokenizer (40 KB)
+cp tests/fixtures/tokenizer/toy_tokenizer.json "$bundle/tests/fixtures/tokenizer/"
 cp scripts/gpu_check.sh "$bundle/scripts/"
 mkdir -p "$bundle/configs/models"  # the default model of zaya bench step --device gpu
 cp configs/models/gpu-step-bench.json "$bundle/configs/models/"
@@ -64,7 +60,7 @@ cp configs/models/gpu-step-bench.json "$bundle/configs/models/"
 
 # Every binary: only allowed libraries, no RPATH/RUNPATH (the host's loader path decides).
 bad=0 needs=() glibc=0
-for f in "$bundle"/bin/* "$bundle"/bench/* "$bundle"/tests/gpu/*; do
+for f in "$bundle"/bin/* "$bundle"/benchmarks/* "$bundle"/tests/gpu/*; do
   [ -f "$f" ] || continue
   dyn=$(readelf -d "$f")
   while read -r lib; do
@@ -85,7 +81,7 @@ done
 link it statically in the ZAYA_STATIC_DEPS branch of CMakeLists.txt, or leave it out of the bundle"
 
 commit=$(git rev-parse HEAD)
-git diff --quiet HEAD -- src tests bench CMakeLists.txt CMakePresets.json || commit+="-dirty"
+git diff --quiet HEAD -- src tests benchmarks CMakeLists.txt CMakePresets.json || commit+="-dirty"
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
 {
   echo "zaya GPU bundle: bash scripts/gpu_check.sh from this folder on a CUDA host"
@@ -102,10 +98,10 @@ cache() { sed -n "s/^$1:[A-Z]*=//p" "$build/CMakeCache.txt"; }
   done
   echo
   echo "files (bytes, sha256):"
-  (cd "$bundle" && find bin bench tests/gpu scripts -type f | sort | while read -r f; do
+  (cd "$bundle" && find bin benchmarks tests/gpu scripts -type f | sort | while read -r f; do
     echo "  $f $(stat -c %s "$f") $(sha256sum "$f" | cut -c1-64)"
   done)
-  echo "  tests/data: $(cd "$bundle" && find tests/data -type f | wc -l) files, $(du -sk "$bundle/tests/data" | cut -f1) KiB"
+  echo "  tests/fixtures: $(cd "$bundle" && find tests/fixtures -type f | wc -l) files, $(du -sk "$bundle/tests/fixtures" | cut -f1) KiB"
 } >"$bundle/MANIFEST"
 
 tar -C "$build" -czf "$bundle.tar.gz" zaya-gpu

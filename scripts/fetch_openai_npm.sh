@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the official `openai` npm package (v5.23.2: no dependencies; Node ≥ 18 has fetch) into
 # $ZAYA_NODE_CACHE (default: <repo>/build/node-cache) as node_modules/openai, for the server test
-# that drives `zaya serve` with the real client (tests/infer_server/openai_client.mjs; run it with
+# that drives `zaya serve` with the real client (tests/serve/openai_client.mjs; run it with
 # NODE_PATH=<cache>/node_modules). Prints the node_modules path. Idempotent: no network if present.
 # Downloads with scripts/npm_tarball.sh (npm pack, or curl from the registry).
 set -euo pipefail

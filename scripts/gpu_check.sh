@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The GPU check of a CUDA host, run from inside the bundle folder that scripts/bundle_gpu.sh made
-# (zaya-gpu/: bin/zaya, tests/gpu/test_gpu_*, tests/data, bench/bench_gpu, this script, MANIFEST):
+# (zaya-gpu/: bin/zaya, tests/gpu/test_*, tests/fixtures, benchmarks/bench_gpu, this script, MANIFEST):
 #   bash scripts/gpu_check.sh
 # 1. host facts: kernel, glibc (against the bundle's need), nvidia-smi, the cuBLASLt it found;
 # 2. cuBLAS(Lt) (and NCCL) from the host's PyTorch wheels (site-packages/nvidia/*/lib) or CUDA
 #    install, put on LD_LIBRARY_PATH (ZAYA_CUBLAS_DIR=DIR overrides the search);
 # 3. every GPU op test (tests/gpu/test_*, gtest --gtest_brief), each under its own timeout;
-# 4. model parity: the model test executables (tests/gpu/test_* named *model*, *eval* or
-#    *device*: test_gpu_model, test_eval_device_cli), and `zaya eval --device gpu`
+# 4. model parity: the model test executables (tests/gpu/test_model_* and test_cli_eval*:
+#    test_model_transformer_gpu, test_cli_eval_gpu), and `zaya eval --device gpu`
 #    against `--device cpu` and the float64 twin's expected values on every twin case
-#    (tests/data/model/*; logits 1e-4 of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
+#    (tests/fixtures/model/*; logits 1e-4 of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
 # 5. the GPU benchmark (bench_gpu: fractions of the copy bandwidth and the BF16 peak it measures);
 # 6. the training step benchmark: zaya bench step --device gpu at its defaults (gpu-step-bench.json,
 #    36 ZAYA1-base sub-layers, 2 × 4096 tokens, bf16; 1 warm-up + 2 timed + 1 profiled steps), then
@@ -21,7 +21,7 @@
 #   ZAYA_CHECK_MODEL_S=90 model parity, ZAYA_CHECK_BENCH_S=150 the benchmark,
 #   ZAYA_CHECK_STEP_S=120 the step benchmark (planned ≤ 90 s: setup + 4 steps of ~46 TFLOP),
 #   ZAYA_CHECK_STEP_GEMM_S=90 the same with ZAYA_GPU_ATTENTION=gemm (the opt-in GEMM attention);
-#   ZAYA_GPU_TRAIN_STEPS=20 steps of test_gpu_train (GPU trainer vs CPU trainer, issue 17).
+#   ZAYA_GPU_TRAIN_STEPS=20 steps of test_train_trainer_gpu (GPU trainer vs CPU trainer).
 # Output: everything on stdout and in gpu_check.log, summary.txt and bench_gpu.json under $OUT
 # when it is set (else under logs/ in the bundle); per-test gtest JSON under logs/.
 set -uo pipefail
@@ -153,7 +153,7 @@ run_gtest() {
     return 1
   fi
   echo "-- $name (timeout ${limit}s)"
-  ZAYA_TEST_DATA_DIR=$bundle/tests/data ZAYA_BINARY_PATH=$bundle/bin/zaya \
+  ZAYA_TEST_FIXTURES_DIR=$bundle/tests/fixtures ZAYA_BINARY_PATH=$bundle/bin/zaya \
     ZAYA_GPU_TRAIN_STEPS=${ZAYA_GPU_TRAIN_STEPS:-20} \
     timeout -k 5 "$limit" "$exe" --gtest_brief=1 --gtest_color=no \
     --gtest_output="json:$logs/$name.json" >"$log" 2>&1
@@ -188,7 +188,7 @@ op_tests() {
   for exe in tests/gpu/test_*; do
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
-    [[ $name =~ model|eval|device ]] && continue  # model parity, below
+    [[ $name =~ ^test_(model_|cli_eval) ]] && continue  # model parity, below
     found=1
     local left=$((deadline - $(date +%s)))
     run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))" || fail "$gtest_line"
@@ -253,7 +253,7 @@ model_parity() {
   for exe in tests/gpu/test_*; do
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
-    [[ $name =~ model|eval|device ]] || continue
+    [[ $name =~ ^test_(model_|cli_eval) ]] || continue
     left=$((deadline - $(date +%s)))
     run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))" || fail "$gtest_line"
     model_lines+=("$gtest_line")
@@ -263,7 +263,7 @@ model_parity() {
   local -A loss
   python3 -c 'import numpy' 2>/dev/null || have_py=0
   mkdir -p "$tmp"
-  for dir in tests/data/model/*/; do
+  for dir in tests/fixtures/model/*/; do
     dir=${dir%/}
     case=$(basename "$dir")
     [ -f "$dir/config.json" ] || continue
@@ -310,18 +310,18 @@ model_parity() {
 # ---------------------------------------------------------------- benchmark
 bench() {
   section "benchmark"
-  if [ ! -x bench/bench_gpu ]; then
-    fail "no bench/bench_gpu"
+  if [ ! -x benchmarks/bench_gpu ]; then
+    fail "no benchmarks/bench_gpu"
     return
   fi
-  timeout -k 5 "$bench_s" bench/bench_gpu --json "$out/bench_gpu.json" >"$logs/bench_gpu.out" \
+  timeout -k 5 "$bench_s" benchmarks/bench_gpu --json "$out/bench_gpu.json" >"$logs/bench_gpu.out" \
     2>"$logs/bench_gpu.err"
   local rc=$?
   cat "$logs/bench_gpu.err" "$logs/bench_gpu.out"
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench_gpu: TIMEOUT after ${bench_s}s (rows so far above)"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench_gpu: exit $rc"
   grep -q "^bench_gpu: skipped" "$logs/bench_gpu.out" && fail "bench_gpu skipped: no GPU seen"
-  timeout -k 5 120 bin/zaya tune gemm --config tests/data/configs/zaya1-base.json --tokens 4096 --reps 5 --candidates 4 --out "$out/gemm_table.csv" >"$logs/tune_gemm.out" 2>&1 && tail -2 "$logs/tune_gemm.out" || fail "zaya tune gemm (zaya1-base, 4096 tokens): exit $? (logs/tune_gemm.out)"
+  timeout -k 5 120 bin/zaya tune gemm --config tests/fixtures/configs/zaya1-base.json --tokens 4096 --reps 5 --candidates 4 --out "$out/gemm_table.csv" >"$logs/tune_gemm.out" 2>&1 && tail -2 "$logs/tune_gemm.out" || fail "zaya tune gemm (zaya1-base, 4096 tokens): exit $? (logs/tune_gemm.out)"
 }
 
 # zaya bench step --device gpu (tokens/s, MFU against the BF16 GEMM rate it measures, time split).

@@ -1,9 +1,9 @@
 // Where tests find their data and the zaya binary: compile-time paths into the source and build
-// trees (tests/CMakeLists.txt: ZAYA_TEST_DATA, ZAYA_BINARY), which the environment overrides for a
+// trees (tests/CMakeLists.txt: ZAYA_TEST_FIXTURES, ZAYA_BINARY), which the environment overrides for a
 // test executable that runs away from them (the GPU bundle of scripts/bundle_gpu.sh):
-//   ZAYA_TEST_DATA_DIR  a copy of tests/data      ZAYA_BINARY_PATH  a zaya binary
-// After this header, ZAYA_TEST_DATA and ZAYA_BINARY are those run-time values (const char*), so
-// every `std::string(ZAYA_TEST_DATA) + …`, `fs::path(ZAYA_TEST_DATA)` and `<< ZAYA_BINARY` reads
+//   ZAYA_TEST_FIXTURES_DIR  a copy of tests/fixtures    ZAYA_BINARY_PATH  a zaya binary
+// After this header, ZAYA_TEST_FIXTURES and ZAYA_BINARY are those run-time values (const char*), so
+// every `std::string(ZAYA_TEST_FIXTURES) + …`, `fs::path(ZAYA_TEST_FIXTURES)` and `<< ZAYA_BINARY` reads
 // them unchanged. Included by test_util.h and cli_util.h.
 #pragma once
 #include <cstdlib>
@@ -19,15 +19,15 @@ inline const char* env_or(const char* name, const char* fallback) {
 }  // namespace zaya::test
 
 // (The function bodies below expand the compile-time values: they are read before the #undef.)
-#ifdef ZAYA_TEST_DATA
+#ifdef ZAYA_TEST_FIXTURES
 namespace zaya::test {
-inline const char* test_data_dir() {
-  static const char* const dir = env_or("ZAYA_TEST_DATA_DIR", ZAYA_TEST_DATA);
+inline const char* test_fixtures_dir() {
+  static const char* const dir = env_or("ZAYA_TEST_FIXTURES_DIR", ZAYA_TEST_FIXTURES);
   return dir;
 }
 }  // namespace zaya::test
-#undef ZAYA_TEST_DATA
-#define ZAYA_TEST_DATA (::zaya::test::test_data_dir())
+#undef ZAYA_TEST_FIXTURES
+#define ZAYA_TEST_FIXTURES (::zaya::test::test_fixtures_dir())
 #endif
 
 #ifdef ZAYA_BINARY

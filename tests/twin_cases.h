@@ -1,4 +1,4 @@
-// The PyTorch twin's committed model cases (tests/data/model/<case>/: config.json,
+// The PyTorch twin's committed model cases (tests/fixtures/model/<case>/: config.json,
 // model.safetensors, tokens.txt, expected.safetensors), shared by the CPU and GPU model tests.
 #pragma once
 #include <algorithm>
@@ -12,7 +12,7 @@ namespace zaya::test {
 inline std::vector<std::string> twin_cases() {
   namespace fs = std::filesystem;
   std::vector<std::string> names;
-  const fs::path root = fs::path(ZAYA_TEST_DATA) / "model";
+  const fs::path root = fs::path(ZAYA_TEST_FIXTURES) / "model";
   if (fs::is_directory(root))
     for (const auto& e : fs::directory_iterator(root))
       if (e.is_directory() && fs::exists(e.path() / "expected.safetensors"))
@@ -22,7 +22,7 @@ inline std::vector<std::string> twin_cases() {
 }
 
 inline std::filesystem::path case_dir(const std::string& name) {
-  return std::filesystem::path(ZAYA_TEST_DATA) / "model" / name;
+  return std::filesystem::path(ZAYA_TEST_FIXTURES) / "model" / name;
 }
 
 }  // namespace zaya::test

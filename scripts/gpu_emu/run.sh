@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# GPU emulator: runs the real tests/gpu/test_gpu_*.cpp against the kernels of src/ops/gpu/,
+# GPU emulator: runs the real GPU tests (tests/ops/gpu/, tests/*/test_*_gpu.cpp) against the kernels of src/ops/gpu/,
 # compiled as C++ and run on the host (see scripts/gpu_emu/README.md). Developer tool, not CI.
 #
-#   scripts/gpu_emu/run.sh [TEST_NAME...]   # e.g. test_gpu_rope test_gpu_moe (default: all)
-#   scripts/gpu_emu/run.sh test_gpu_nccl       # tests/gpu_dist/: mpirun jobs, emulated NCCL
+#   scripts/gpu_emu/run.sh [TEST_NAME...]   # e.g. test_ops_gpu_rope test_ops_gpu_moe (default: all)
+#   scripts/gpu_emu/run.sh test_integration_nccl_group_mpirun       # tests/integration/test_nccl_*: mpirun jobs, emulated NCCL
 #   scripts/gpu_emu/run.sh --selftest       # the emulator's own checks (selftest.cu)
 #
 # Environment: GTEST_FILTER (passed on), ZAYA_EMU_REVERSE=1 (blocks and threads in reverse
@@ -20,6 +20,9 @@ rel=build/release
 jobs=${ZAYA_EMU_JOBS:-2}
 mkdir -p "$out/src" "$out/include/ops/gpu" "$out/obj" "$out/bin" "$out/log"
 
+# A test executable's name and its source (tests/CMakeLists.txt): tests/a/b/test_c.cpp → test_a_b_c.
+exe_of() { local r=${1#tests/}; local d=${r%/*}; local f=${r##*/}; f=${f%.cpp}; echo "test_${d//\//_}_${f#test_}"; }
+source_of() { local f; for f in tests/*/test_*.cpp tests/*/*/test_*.cpp; do [ "$(exe_of "$f")" = "$1" ] && { echo "${f#tests/}"; return; }; done; echo "no test source for $1" >&2; exit 1; }
 selftest=0
 if [ "${1:-}" = --selftest ]; then
   selftest=1
@@ -27,17 +30,18 @@ if [ "${1:-}" = --selftest ]; then
 fi
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
-  for f in tests/gpu/test_gpu_*.cpp tests/gpu_dist/test_gpu_*.cpp; do tests+=("$(basename "$f" .cpp)"); done
+  for f in tests/ops/gpu/test_*.cpp tests/*/test_*_gpu.cpp tests/integration/test_nccl_*.cpp; do
+    [ "$f" = tests/ops/gpu/test_size_class.cpp ] || tests+=("$(exe_of "$f")")
+  done
 fi
-folder() { [ -f "tests/gpu/$1.cpp" ] && echo gpu || echo gpu_dist; }  # tests/gpu or tests/gpu_dist
 
 # 1. The CPU build: zaya_lib and the tests' objects (unchanged: the tests are plain C++).
 [ -f "$rel/build.ninja" ] || cmake --preset release >/dev/null
 targets=(zaya_lib)
 cli=0
 for t in "${tests[@]}"; do
-  targets+=("tests/CMakeFiles/$t.dir/$(folder "$t")/$t.cpp.o")
-  grep -q 'cli_util.h' "tests/$(folder "$t")/$t.cpp" && cli=1
+  targets+=("tests/CMakeFiles/$t.dir/$(source_of "$t").o")
+  grep -q 'cli_util.h' "tests/$(source_of "$t")" && cli=1
 done
 [ $cli = 1 ] && targets+=(zaya)  # tests that run the CLI get an emulated zaya binary
 cmake --build "$rel" --target "${targets[@]}" -j "$jobs" >"$out/log/cpu_build.log" 2>&1 ||
@@ -145,19 +149,19 @@ status=0
 for t in "${tests[@]}"; do
   link=$(ninja -C "$rel" -t commands "tests/$t" | grep -- "-o tests/$t " | tail -1 | sed 's/^: && //; s/ && .*//')
   libs=${link#*libzaya_lib.a}
-  tobj=$rel/tests/CMakeFiles/$t.dir/$(folder "$t")/$t.cpp.o
-  src="tests/$(folder "$t")/$t.cpp"
+  tobj=$rel/tests/CMakeFiles/$t.dir/$(source_of "$t").o
+  src="tests/$(source_of "$t")"
   if grep -q 'cli_util.h\|ZAYA_HAS_GPU_BACKEND' "$src"; then
     # The same object recompiled: ZAYA_BINARY naming the emulated zaya, and the GPU-build-only
     # parts (ZAYA_HAS_GPU_BACKEND: the GEMM layer's own tests) compiled in against the emulator.
     tobj=$out/obj/$t.o
     gpu_only=0
     grep -q 'ZAYA_HAS_GPU_BACKEND' "$src" && gpu_only=1
-    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" "$(folder "$t")" "$gpu_only" "$root/$out/include" "$root/$emu/include" <<'PY'
+    ccmd=$(python3 - "$rel" "$t" "$root/$out/bin/zaya" "$root/$tobj" "$(source_of "$t")" "$gpu_only" "$root/$out/include" "$root/$emu/include" <<'PY'
 import json, re, sys
-rel, t, zaya, obj, folder, gpu_only, out_inc, emu_inc = sys.argv[1:]
+rel, t, zaya, obj, source, gpu_only, out_inc, emu_inc = sys.argv[1:]
 for e in json.load(open(rel + '/compile_commands.json')):
-    if e['file'].endswith('/tests/' + folder + '/' + t + '.cpp'):
+    if e['file'].endswith('/tests/' + source):
         c = re.sub(r'-DZAYA_BINARY=\\"[^ ]*\\"', '-DZAYA_BINARY=\\"' + zaya + '\\"', e['command'])
         c = re.sub(r' -o [^ ]+', ' -o ' + obj, c)
         if gpu_only == '1':

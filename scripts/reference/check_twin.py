@@ -10,7 +10,7 @@
  (v)   an independent loop-level implementation of spec §3-§6 (per token, per head, written from
        the formulas) agrees with the vectorised twin on every committed test case
  (vi)  RoPE tables: fp32 computation agrees with a numpy float32 evaluation of §4.6
- (vii) the committed vectors in tests/data/model/ are reproduced from their own files
+ (vii) the committed vectors in tests/fixtures/model/ are reproduced from their own files
 """
 import json
 import math

@@ -1,7 +1,7 @@
 """Expected values of the skip_e case under transformers' native ZAYA semantics (a token routed to
 the skip class outputs 0 instead of p·x; docs/checkpoint-layouts.md): the float64 twin on the same
 weights and tokens with ZayaBlock.skip_outputs_zero set. Writes
-tests/data/model/skip_e/expected_native.safetensors (same format as expected.safetensors).
+tests/fixtures/model/skip_e/expected_native.safetensors (same format as expected.safetensors).
 
     /usr/bin/python3 scripts/reference/make_native_skip_vectors.py
 """

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Generate the optimizer test vectors in tests/data/optim/<case>/ (float64 twin + optim_twin.py).
+"""Generate the optimizer test vectors in tests/fixtures/optim/<case>/ (float64 twin + optim_twin.py).
 
 Run from anywhere:  /usr/bin/python3 scripts/reference/make_optim_vectors.py [--out DIR]
 
 Each case directory holds
-  config.json, model.safetensors   the initial model (copied from tests/data/model/<source>/)
+  config.json, model.safetensors   the initial model (copied from tests/fixtures/model/<source>/)
   tokens.txt                       `steps` batches of B windows of T tokens (batch k = lines
                                    k*B ... k*B+B-1); the model reads each window's first T-1
                                    tokens and predicts the T-1 after its first (the trainer's step)
@@ -108,7 +108,7 @@ def build_case(case, out_root):
             exp[f"{r}/{n}"] = t.detach().to(torch.float32)
     st.save(os.path.join(d, "expected.safetensors"), exp)
     meta = {
-        "case": case["name"], "source": f"tests/data/model/{case['source']}", "B": B, "T": T,
+        "case": case["name"], "source": f"tests/fixtures/model/{case['source']}", "B": B, "T": T,
         "steps": S, "seed": 4242 + attempt, "schedule": SCHEDULE, "runs": RUNS,
         "generator": "scripts/reference/make_optim_vectors.py (float64, optim_twin.py)",
         "min_routing_margin": margin,

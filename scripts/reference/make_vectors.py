@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generate the ZAYA1 model test vectors in tests/data/model/<case>/.
+"""Generate the ZAYA1 model test vectors in tests/fixtures/model/<case>/.
 
 Run from anywhere:  /usr/bin/python3 scripts/reference/make_vectors.py  [--out DIR] [--only CASE ...]
 

@@ -1,4 +1,4 @@
-// Reference ids of a zaya-trained tokenizer.json (tests/data/tokenizer/toy_tokenizer.json) from
+// Reference ids of a zaya-trained tokenizer.json (tests/fixtures/tokenizer/toy_tokenizer.json) from
 // the JavaScript tokenizer (transformers.js as a GemmaTokenizer), on the first N corpus documents:
 // shows that tokenizers written by `zaya tokenizer-train` load and encode the same elsewhere.
 // Usage: NODE_PATH=… node make_toy_vectors.js TOKENIZER_JSON CORPUS_JSONL N OUT_BIN

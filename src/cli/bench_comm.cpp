@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "bench/comm.h"
+#include "perf/comm.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "dist/group.h"

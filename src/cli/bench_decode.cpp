@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bandwidth.h"
+#include "perf/bandwidth.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/gpu_gemm_rate.h"
-#include "bench/sgemm.h"
+#include "perf/gpu_gemm_rate.h"
+#include "perf/sgemm.h"
 #include "cli/bench_step.h"
 #include "cli/commands.h"
 #include "core/assert.h"

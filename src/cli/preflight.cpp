@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "bench/comm.h"
-#include "bench/preflight.h"
+#include "perf/comm.h"
+#include "resilience/preflight.h"
 #include "cli/commands.h"
 #include "dist/group.h"
-#include "train/faults.h"
+#include "resilience/faults.h"
 
 namespace zaya::cli {
 

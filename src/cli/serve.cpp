@@ -21,7 +21,7 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
-#include "infer/server.h"
+#include "serve/server.h"
 #include "model/inspect.h"
 
 namespace zaya::cli {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "train/supervisor.h"
+#include "resilience/supervisor.h"
 
 namespace zaya::cli {
 

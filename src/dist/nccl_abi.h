@@ -7,7 +7,7 @@
 // The communicator's config is NCCL 2.14's (the first with non-blocking communicators):
 // `version` says so, and NCCL reads a config up to its `size` and keeps its own defaults for the
 // fields a 2.14 caller did not have, so any later NCCL or RCCL accepts it. The CUDA build checks
-// every declaration here against the real nccl.h (tests/gpu/test_nccl_abi.cpp: values, layout,
+// every declaration here against the real nccl.h (tests/dist/test_nccl_abi.cpp: values, layout,
 // signatures); against RCCL's header they are unchecked (none here).
 #pragma once
 #include <climits>

@@ -1,5 +1,5 @@
 // The GEMMs one training micro-batch runs on the GPU, derived from the config in one place (the
-// list `zaya tune gemm` tunes; tests/gpu/test_gpu_gemm_table.cpp checks it against what a real
+// list `zaya tune gemm` tunes; tests/ops/gpu/test_gemm_table_runtime.cpp checks it against what a real
 // forward + backward records). Each linear y = x·wᵀ (ops::linear_forward) is three GEMMs: the
 // forward, dX = dy·w and dW += dyᵀ·x (linear.cu); the experts' two matrices four more per expert
 // (moe.cu); the tied LM head its row blocks (lm_head_xent.cpp): logits forward, and in backward the

@@ -48,7 +48,7 @@
 #include "model/model.h"
 #include "ops/ops.h"
 #include "train/balance.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "train/optim_config.h"
 #include "train/zero_plan.h"
 

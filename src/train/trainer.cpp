@@ -14,8 +14,8 @@
 #include <map>
 #include <optional>
 
-#include "bench/gpu_gemm_rate.h"
-#include "bench/sgemm.h"
+#include "perf/gpu_gemm_rate.h"
+#include "perf/sgemm.h"
 #include "core/arena.h"
 #include "core/device.h"
 #include "core/heartbeat.h"
@@ -32,13 +32,13 @@
 #include "ops/gpu/gemm_table_runtime.h"
 #include "ops/precision.h"
 #include "train/anomaly.h"
-#include "train/async_writer.h"
+#include "checkpoint/async_writer.h"
 #include "train/balance.h"
-#include "train/checkpoint.h"
-#include "train/faults.h"
+#include "checkpoint/checkpoint.h"
+#include "resilience/faults.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
-#include "train/run_events.h"
+#include "resilience/run_events.h"
 #include "train/schedule.h"
 #include "train/straggler.h"
 #include "train/token_staging.h"

@@ -23,7 +23,7 @@ namespace zaya {
 namespace {
 
 std::string case_dir(const char* name) {
-  return std::string(ZAYA_TEST_DATA) + "/model/" + name;
+  return std::string(ZAYA_TEST_FIXTURES) + "/model/" + name;
 }
 
 // Greedy by recomputing the whole sequence each step (no cache).

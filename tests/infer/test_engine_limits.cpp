@@ -17,7 +17,7 @@ namespace zaya {
 namespace {
 
 ZayaConfig tiny() {
-  return load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+  return load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json");
 }
 
 TEST(EngineLimits, MaxNewTokensNearInt64MaxIsRejected) {

@@ -18,7 +18,7 @@ namespace {
 
 const Tokenizer& toy() {
   static const Tokenizer tok =
-      Tokenizer::load(std::string(ZAYA_TEST_DATA) + "/tokenizer/toy_tokenizer.json");
+      Tokenizer::load(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy_tokenizer.json");
   return tok;
 }
 

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 json tiny() {
-  std::ifstream f(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+  std::ifstream f(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json");
   return json::parse(f);
 }
 
@@ -42,7 +42,7 @@ void expect_error(const std::function<void(json&)>& mutate, const std::string& p
 
 TEST(ConfigLimits, TinyAndBasePass) {
   EXPECT_EQ(error_of(tiny()), "(accepted)");
-  std::ifstream f(std::string(ZAYA_TEST_DATA) + "/configs/zaya1-base.json");
+  std::ifstream f(std::string(ZAYA_TEST_FIXTURES) + "/configs/zaya1-base.json");
   EXPECT_EQ(error_of(json::parse(f)), "(accepted)");
 }
 

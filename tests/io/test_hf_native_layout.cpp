@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kModels = fs::path(ZAYA_TEST_DATA) / "model";
-const fs::path kConfigs = fs::path(ZAYA_TEST_DATA) / "configs";
+const fs::path kModels = fs::path(ZAYA_TEST_FIXTURES) / "model";
+const fs::path kConfigs = fs::path(ZAYA_TEST_FIXTURES) / "configs";
 
 fs::path scratch(const std::string& name) {
   fs::path p =
@@ -362,7 +362,7 @@ TEST(NativeDir, WrongStackedShapeIsNamed) {
 }
 
 TEST(NativeNames, DocumentedTableIsTheCodesTable) {
-  const fs::path doc = fs::path(ZAYA_TEST_DATA) / ".." / ".." / "docs" / "checkpoint-layouts.md";
+  const fs::path doc = fs::path(ZAYA_TEST_FIXTURES) / ".." / ".." / "docs" / "checkpoint-layouts.md";
   std::ifstream f(doc);
   ASSERT_TRUE(f.good()) << doc;
   const std::string text((std::istreambuf_iterator<char>(f)), {});

@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kTiny = std::string(ZAYA_TEST_DATA) + "/configs/tiny.json";
-const std::string kBase = std::string(ZAYA_TEST_DATA) + "/configs/zaya1-base.json";
+const std::string kTiny = std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json";
+const std::string kBase = std::string(ZAYA_TEST_FIXTURES) + "/configs/zaya1-base.json";
 
 json read_json(const std::string& path) {
   std::ifstream f(path);

@@ -1,4 +1,4 @@
-// A random micro-batch for the model tests (test_head_grad_in_forward, test_activation_storage).
+// A random micro-batch for the model tests (test_model_transformer_head, test_model_activations).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
 // training_gemms (model/gemm_shapes.h) against shapes counted by hand for the tiny twin config
-// (tests/data/model/tiny_a: D 64, 8 heads of 8 → Hq 4, Hk 2, C 48; layers a,4,a,4 with R 16,
+// (tests/fixtures/model/tiny_a: D 64, 8 heads of 8 → Hq 4, Hk 2, C 48; layers a,4,a,4 with R 16,
 // F 16, 5 router classes; V 96), and the LM head's row blocks. The GPU test
-// (tests/gpu/test_gpu_gemm_table.cpp) checks the same list against a recorded forward/backward.
+// (tests/ops/gpu/test_gemm_table_runtime.cpp) checks the same list against a recorded forward/backward.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -16,7 +16,7 @@ using gemm_table::GemmDtype;
 namespace {
 
 ZayaConfig tiny() {
-  return load_config(std::string(ZAYA_TEST_DATA) + "/model/tiny_a/config.json");
+  return load_config(std::string(ZAYA_TEST_FIXTURES) + "/model/tiny_a/config.json");
 }
 
 std::string line(const GemmUse& u) {

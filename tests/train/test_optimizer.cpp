@@ -18,7 +18,7 @@ using namespace zaya::test;
 namespace {
 
 Model tiny_model() {
-  return Model::load_dir(std::string(ZAYA_TEST_DATA) + "/model/tiny_a");
+  return Model::load_dir(std::string(ZAYA_TEST_FIXTURES) + "/model/tiny_a");
 }
 
 // Random gradients into every trainable tensor (buffers keep zero gradients).

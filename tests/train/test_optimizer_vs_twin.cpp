@@ -1,5 +1,5 @@
 // Five optimizer steps (AdamW-only and Muon) from the same weights and batches as the float64
-// PyTorch twin (scripts/reference/make_optim_vectors.py → tests/data/optim/<case>/): the losses
+// PyTorch twin (scripts/reference/make_optim_vectors.py → tests/fixtures/optim/<case>/): the losses
 // within 1e-4 relative, pre-clip gradient norms within 1e-4 relative, final weights within 1e-3
 // relative L2 per tensor. A step (the trainer's): forward over each window's first T tokens,
 // backward of the mean loss against the next tokens, routing counts over B·T tokens, clip +
@@ -27,7 +27,7 @@ namespace {
 
 constexpr double kLossRel = 1e-4, kNormRel = 1e-4, kWeightRelL2 = 1e-3;
 
-const fs::path kCase = fs::path(ZAYA_TEST_DATA) / "optim" / "tiny_a";
+const fs::path kCase = fs::path(ZAYA_TEST_FIXTURES) / "optim" / "tiny_a";
 
 std::vector<double> read_f64(const SafeTensors& st, const std::string& name, int64_t n) {
   std::vector<double> v(static_cast<size_t>(n));

@@ -1,5 +1,5 @@
 // TokenStaging (train/token_staging.h) on the CPU: one slot of ordinary memory holding B·T inputs
-// then B·T targets (the GPU's slots: tests/gpu/test_gpu_async_copy.cpp).
+// then B·T targets (the GPU's slots: tests/ops/gpu/test_runtime.cpp).
 #include "test_util.h"
 #include "train/token_staging.h"
 

@@ -20,7 +20,7 @@ namespace zaya {
 namespace {
 
 ParamLayout tiny_layout() {
-  return make_param_layout(load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json"));
+  return make_param_layout(load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json"));
 }
 
 // A hand-made layout of odd sizes: Muon matrices, AdamW tensors and a buffer.
@@ -171,7 +171,7 @@ TEST(ZeroPlan, BucketsCoverEverythingOnceInBackwardOrder) {
 // model_backward's hook reports a layer when its gradients (and every later layer's) are final:
 // what the ZeRO-1 overlap sends then is what the whole backward ends with, bit for bit.
 TEST(ZeroPlan, GradientsAreFinalWhenTheBackwardReportsTheirLayer) {
-  const ZayaConfig c = load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json");
+  const ZayaConfig c = load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json");
   Model m(c);
   m.init_random(3);
   m.zero_grads();
@@ -244,7 +244,7 @@ TEST(ZeroPlan, UnevenOddSizesAtThreeRanks) {
 // The slices each rank of a 3-rank plan would save tile the one-process global state exactly,
 // and the global layout is the same at any rank count.
 TEST(ZeroPlan, OptimizerStateOfOneRankListsTheGlobalLayout) {
-  Model m(load_config(std::string(ZAYA_TEST_DATA) + "/configs/tiny.json"));
+  Model m(load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json"));
   m.init_random(1);
   Optimizer one(m, OptimConfig{});
   const OptimizerShard s = one.state_to_save();

@@ -57,7 +57,7 @@ bool gram_space(int64_t m, int64_t n) {
 }
 // Steps per Gram-space stage: Q's norm grows up to a^steps on tiny singular values and its
 // rounding leaks into the large ones (5 steps: 25x the plain path's error on ill-conditioned
-// inputs, tests/train/test_newton_schulz.cpp); restarting from X after 3 keeps the error at the
+// inputs, tests/ops/cpu/test_muon.cpp); restarting from X after 3 keeps the error at the
 // plain path's for one more A = X·Xᵀ and one more m²n product.
 constexpr int kGramStageSteps = 3;
 

@@ -22,7 +22,7 @@
 // bf16: the products' operands X, A, B are BF16 copies (F32 accumulation and outputs): the scaled
 // copy writes X in BF16 only, sym_fill writes A's and B's BF16 copies (instead of mirroring), and
 // after each product but the last a conversion writes the next X in BF16 (mn read, mn/2 written).
-// The rounding of every operand to 8 bits of mantissa is the error bf16 adds (test_gpu_muon.cpp).
+// The rounding of every operand to 8 bits of mantissa is the error bf16 adds (tests/ops/gpu/test_muon.cpp).
 #include "ops/backend.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gemm.h"

@@ -1,5 +1,5 @@
 // The GPU caching allocator's size classes (ops/gpu/runtime.cpp), host-only arithmetic so that the
-// CPU test suite checks them (tests/ops/test_gpu_size_class.cpp) in every build.
+// CPU test suite checks them (tests/ops/gpu/test_size_class.cpp) in every build.
 //
 // A freed block is cached under its class and handed to the next request of the same class, so a
 // class is coarse where sizes vary from step to step and fine where blocks are large:

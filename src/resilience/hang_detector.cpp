@@ -1,0 +1,187 @@
+// Hang detection and localisation (hang_detector.h).
+#include "resilience/hang_detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "core/assert.h"
+
+namespace zaya {
+
+using heartbeat::Section;
+
+std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  HeartbeatRecord r;
+  try {
+    r.attempt = j.at("attempt").get<int>();
+    r.rank = j.at("rank").get<int>();
+    r.world = j.at("world").get<int>();
+    r.host = j.at("host").get<std::string>();
+    r.pid = j.at("pid").get<int64_t>();
+    r.seq = j.at("seq").get<int64_t>();
+    r.step = j.at("step").get<int64_t>();
+    r.last_step = j.at("last_step").get<int64_t>();
+    r.collectives = j.at("collectives").get<int64_t>();
+    if (!heartbeat::parse_section(j.at("section").get<std::string>(), r.section))
+      return std::nullopt;
+    r.detail = j.at("detail").get<std::string>();
+    r.max_step_s = j.at("max_step_s").get<double>();
+    r.max_eval_s = j.value("max_eval_s", 0.0);
+    r.max_checkpoint_s = j.value("max_checkpoint_s", 0.0);
+    r.time = j.value("time", 0.0);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (r.rank < 0 || r.world < 1) return std::nullopt;
+  return r;
+}
+
+namespace {
+
+bool in_step(Section s) {
+  return s == Section::Data || s == Section::ForwardBackward || s == Section::Collective ||
+         s == Section::Optimizer;
+}
+
+std::string section_list() {
+  std::string names;
+  for (int i = 0; i < int(Section::Done); ++i)
+    names += std::string(heartbeat::section_name(Section(i))) + ", ";
+  return names + "step (the four in-step sections)";
+}
+
+// "forward-backward of step 5", "collective all_reduce of step 5", "setup".
+std::string where(const RankReport& r) {
+  std::string s = heartbeat::section_name(r.section);
+  if (!r.detail.empty()) s += " " + r.detail;
+  if (r.step > 0) s += fmt::format(" of step {}", r.step);
+  return s;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+}  // namespace
+
+void set_timeout(HangTimeouts& t, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  ZAYA_CHECK_INPUT(eq != std::string::npos && eq > 0,
+                   "--timeout '{}': expected SECTION=SECONDS (sections: {})", assignment,
+                   section_list());
+  const std::string name = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  std::vector<Section> targets;
+  Section s{};
+  if (name == "step") {
+    targets = {Section::Data, Section::ForwardBackward, Section::Collective, Section::Optimizer};
+  } else if (heartbeat::parse_section(name, s) && s != Section::Done) {
+    targets = {s};
+  } else {
+    fail("--timeout '{}': unknown section '{}' (sections: {})", assignment, name, section_list());
+  }
+  double seconds = -1;
+  if (value == "auto") {
+    for (Section target : targets)
+      ZAYA_CHECK_INPUT(in_step(target),
+                       "--timeout '{}': 'auto' is for the in-step sections (data, "
+                       "forward-backward, collective, optimizer, step); give {} seconds",
+                       assignment, name);
+  } else {
+    size_t used = 0;
+    try {
+      seconds = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ZAYA_CHECK_INPUT(used == value.size() && used > 0 && seconds > 0 && std::isfinite(seconds),
+                     "--timeout '{}': '{}' is not a number of seconds > 0 (or auto)", assignment,
+                     value);
+  }
+  for (Section target : targets) t.seconds[int(target)] = seconds;
+}
+
+double section_timeout(const HangTimeouts& t, Section s, double max_step_s) {
+  const double fixed = t.seconds[int(s)];
+  if (fixed >= 0) return fixed;
+  if (max_step_s <= 0) return t.before_first_step;
+  return std::max(t.floor, t.factor * max_step_s);
+}
+
+HangVerdict detect_hang(const std::vector<RankState>& ranks, double now, const HangTimeouts& t) {
+  double max_step_s = 0;
+  for (const RankState& r : ranks)
+    if (r.seen) max_step_s = std::max(max_step_s, r.record.max_step_s);
+
+  // The ranks still running, as reports, with the point each has reached.
+  std::vector<RankReport> running;
+  std::vector<std::tuple<int64_t, int64_t, int>> point;  // collectives, step, section
+  for (const RankState& r : ranks) {
+    RankReport rep;
+    rep.rank = r.rank;
+    rep.seen = r.seen;
+    if (r.seen) {
+      rep.host = r.record.host;
+      rep.section = r.record.section;
+      rep.detail = r.record.detail;
+      rep.step = r.record.step;
+    }
+    if (rep.section == Section::Done) continue;
+    rep.silence_s = std::max(0.0, now - r.changed_at);
+    rep.timeout_s = section_timeout(t, rep.section, max_step_s);
+    running.push_back(rep);
+    point.emplace_back(r.seen ? r.record.collectives : 0, rep.step, int(rep.section));
+  }
+  HangVerdict v;
+  if (running.empty()) return v;
+
+  const auto least = *std::min_element(point.begin(), point.end());
+  bool fault_silent = false, all_silent = true;
+  for (size_t i = 0; i < running.size(); ++i) {
+    const bool silent = running[i].silence_s > running[i].timeout_s;
+    all_silent &= silent;
+    if (point[i] == least) {
+      v.at_fault.push_back(running[i]);
+      fault_silent |= silent;
+    } else {
+      v.waiting.push_back(running[i]);
+    }
+  }
+  v.hung = fault_silent || all_silent;
+  v.same_point = v.waiting.empty();
+  if (!v.hung) return v;
+
+  std::string msg;
+  for (const RankReport& r : v.at_fault) {
+    if (!msg.empty()) msg += "; ";
+    msg += fmt::format("rank {} {} silent {:.1f} s in {} (timeout {:.1f} s)", r.rank,
+                       r.seen ? "on host " + r.host : std::string("(no heartbeat yet)"),
+                       r.silence_s, where(r), r.timeout_s);
+  }
+  // The waiting ranks, grouped by where they wait.
+  std::map<std::string, std::vector<int>> by_place;
+  for (const RankReport& r : v.waiting) {
+    RankReport place = r;
+    place.step = 0;
+    by_place[where(place)].push_back(r.rank);
+  }
+  for (const auto& [place, who] : by_place)
+    msg += fmt::format("; {} {} {} in {}", who.size() == 1 ? "rank" : "ranks", rank_list(who),
+                       who.size() == 1 ? "waits" : "wait", place);
+  if (v.same_point && running.size() > 1) {
+    msg += v.at_fault.front().section == Section::Collective
+               ? "; every rank is at the same point: the fault is inside the collective (or the "
+                 "network)"
+               : "; every rank is stuck at the same point";
+  }
+  v.message = msg;
+  return v;
+}
+
+}  // namespace zaya

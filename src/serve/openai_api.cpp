@@ -1,0 +1,422 @@
+// OpenAI request parsing/validation and response formatting (see openai_api.h).
+#include "serve/openai_api.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "core/rng.h"
+#include "data/tokenizer.h"
+#include "io/json_parse.h"
+
+namespace zaya::openai {
+
+using json = nlohmann::json;
+
+json error_body(const ApiError& e) {
+  return {{"error",
+           {{"message", e.what()},
+            {"type", e.type},
+            {"param", e.param.empty() ? json() : json(e.param)},
+            {"code", e.code.empty() ? json() : json(e.code)}}}};
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg, std::string code = "") {
+  throw ApiError(400, msg, param, std::move(code));
+}
+
+bool present(const json& j, const char* key) {
+  return j.contains(key) && !j[key].is_null();
+}
+
+std::optional<double> get_number(const json& j, const char* key) {
+  if (!present(j, key)) return std::nullopt;
+  if (!j[key].is_number())
+    bad(key, fmt::format("'{}' must be a number, got {}", key, j[key].dump()));
+  return j[key].get<double>();
+}
+
+std::optional<int64_t> get_integer(const json& j, const char* key) {
+  if (!present(j, key)) return std::nullopt;
+  const json& v = j[key];
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+    bad(key, fmt::format("'{}' is too large: {} (at most {})", key, v.dump(), INT64_MAX));
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+      std::fabs(v.get<double>()) < 9e15)
+    return int64_t(v.get<double>());
+  bad(key, fmt::format("'{}' must be an integer, got {}", key, v.dump()));
+}
+
+std::optional<bool> get_bool(const json& j, const char* key) {
+  if (!present(j, key)) return std::nullopt;
+  if (!j[key].is_boolean())
+    bad(key, fmt::format("'{}' must be true or false, got {}", key, j[key].dump()));
+  return j[key].get<bool>();
+}
+
+json parse_object(std::string_view body) {
+  json j;
+  try {
+    j = parse_json(body);
+  } catch (const JsonError& e) {
+    bad("", fmt::format("the request body is not valid JSON ({}); send a JSON object with "
+                        "Content-Type: application/json",
+                        e.what()));
+  }
+  if (!j.is_object()) bad("", "the request body must be a JSON object");
+  return j;
+}
+
+// Fields we cannot honour: accepted at their neutral value, rejected otherwise (never silently
+// ignored, so a client never believes it got something it did not).
+void reject_unsupported(const json& j, Endpoint e) {
+  for (const char* k : {"frequency_penalty", "presence_penalty"})
+    if (auto v = get_number(j, k); v && *v != 0)
+      bad(k, fmt::format("'{}' is not supported (only 0); use 'repetition_penalty' (> 0, 1 = off)",
+                         k));
+  for (const char* k : {"n", "best_of"})
+    if (auto v = get_integer(j, k); v && *v != 1)
+      bad(k, fmt::format("'{}' must be 1: this server returns one choice per request", k));
+  if (auto v = get_bool(j, "echo"); v && *v) bad("echo", "'echo' is not supported (only false)");
+  if (present(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>()))
+    bad("logprobs", "'logprobs' is not supported (only null or false)");
+  if (present(j, "top_logprobs")) bad("top_logprobs", "'top_logprobs' is not supported");
+  if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
+    bad("logit_bias", "'logit_bias' is not supported (only an empty object)");
+  if (present(j, "suffix")) bad("suffix", "'suffix' is not supported");
+  if (e == Endpoint::Chat)
+    for (const char* k : {"tools", "functions", "tool_choice", "function_call"})
+      if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
+          !(j[k].is_string() && j[k] == "none"))
+        bad(k, fmt::format("'{}' is not supported: ZAYA1-base has no tool calling", k));
+  if (present(j, "response_format")) {
+    const json& rf = j["response_format"];
+    if (!(rf.is_object() && rf.value("type", "") == "text"))
+      bad("response_format", "'response_format' is not supported (only {\"type\": \"text\"})");
+  }
+}
+
+void check_model(const json& j, const ServedModel& m) {
+  if (!present(j, "model")) return;  // optional here: there is only one model
+  if (!j["model"].is_string()) bad("model", "'model' must be a string");
+  const std::string name = j["model"].get<std::string>();
+  if (name != m.id)
+    throw ApiError(
+        404, fmt::format("The model '{}' does not exist; this server serves '{}'", name, m.id),
+        "model", "model_not_found");
+}
+
+// Sampling fields shared by both endpoints; max_tokens is settled later against the prompt.
+SamplingParams parse_sampling(const json& j) {
+  SamplingParams s;
+  if (auto v = get_number(j, "temperature")) s.temperature = *v;
+  if (auto v = get_number(j, "top_p")) s.top_p = *v;
+  if (auto v = get_integer(j, "top_k")) s.top_k = *v;
+  if (auto v = get_number(j, "min_p")) s.min_p = *v;
+  if (auto v = get_number(j, "repetition_penalty")) s.repetition_penalty = *v;
+  if (present(j, "seed") && j["seed"].is_number_unsigned()) {
+    s.seed = j["seed"].get<uint64_t>();  // any 64-bit seed
+  } else if (auto v = get_integer(j, "seed")) {
+    s.seed = uint64_t(*v);
+  } else {
+    static std::atomic<uint64_t> counter{std::random_device{}()};
+    s.seed = splitmix64(counter.fetch_add(1) ^
+                        uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
+  }
+  if (auto v = get_bool(j, "ignore_eos")) s.ignore_eos = *v;
+  if (present(j, "stop")) {
+    const json& st = j["stop"];
+    if (st.is_string()) {
+      s.stop.push_back(st.get<std::string>());
+    } else if (st.is_array()) {
+      if (st.size() > 4)
+        bad("stop", fmt::format("'stop' takes at most 4 strings, got {}", st.size()));
+      for (const json& x : st) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        s.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of strings");
+    }
+    for (const std::string& x : s.stop)
+      if (x.empty()) bad("stop", "'stop' strings must not be empty");
+  }
+  return s;
+}
+
+// max_tokens against the context, then every sampling range (the parameter named as the client
+// spelled it).
+void finish_sampling(ParsedRequest& r, const json& j, const ServedModel& m,
+                     int64_t default_max_tokens) {
+  const int64_t prompt_len = int64_t(r.gen.prompt.size());
+  if (prompt_len == 0)
+    bad(r.endpoint == Endpoint::Chat ? "messages" : "prompt", "the prompt is empty");
+  if (prompt_len >= m.max_context)
+    bad(r.endpoint == Endpoint::Chat ? "messages" : "prompt",
+        fmt::format("This model's maximum context length is {} tokens, but the prompt has {} "
+                    "tokens; shorten it",
+                    m.max_context, prompt_len),
+        "context_length_exceeded");
+  const char* key = "max_tokens";
+  std::optional<int64_t> max_tokens = get_integer(j, "max_tokens");
+  if (!max_tokens && r.endpoint == Endpoint::Chat) {
+    max_tokens = get_integer(j, "max_completion_tokens");
+    if (max_tokens) key = "max_completion_tokens";
+  }
+  r.gen.sampling.max_new_tokens =
+      max_tokens ? *max_tokens : std::min(default_max_tokens, m.max_context - prompt_len);
+  if (r.gen.sampling.max_new_tokens < 0)
+    bad(key,
+        fmt::format("'{}' must be an integer ≥ 0, got {}", key, r.gen.sampling.max_new_tokens));
+  // Compared without forming prompt + max_tokens, which overflows for max_tokens near INT64_MAX.
+  if (r.gen.sampling.max_new_tokens > m.max_context - prompt_len)
+    bad(key,
+        fmt::format("This model's maximum context length is {} tokens, but {} + {} were "
+                    "requested ({} in the prompt, {} for the completion); lower {} or shorten "
+                    "the prompt",
+                    m.max_context, prompt_len, r.gen.sampling.max_new_tokens, prompt_len,
+                    r.gen.sampling.max_new_tokens, key),
+        "context_length_exceeded");
+  if (auto inv = r.gen.sampling.check()) {
+    std::string field = inv->field;
+    if (field == "max_new_tokens") field = key;
+    bad(field, inv->message);
+  }
+  if (auto v = get_bool(j, "stream")) r.stream = *v;
+  if (present(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (auto v = get_bool(so, "include_usage")) r.include_usage = *v;
+  }
+}
+
+void append_text(std::vector<int32_t>& ids, const std::string& text, const ServedModel& m,
+                 bool bos) {
+  if (!m.tok)
+    bad("prompt", "this server has no tokenizer: send the prompt as an array of token ids");
+  if (bos && m.tok->bos_id() >= 0) ids.push_back(m.tok->bos_id());
+  m.tok->encode(text, ids);
+}
+
+std::vector<int32_t> parse_prompt(const json& j, const ServedModel& m) {
+  if (!present(j, "prompt"))
+    bad("prompt", "'prompt' is required (a string or an array of token ids)");
+  json p = j["prompt"];
+  const char* shape =
+      "'prompt' must be a string, an array of token ids, or a one-element array "
+      "holding either";
+  // ["text"] and [[ids]]: batches of one.
+  if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
+    if (p.size() != 1)
+      bad("prompt", fmt::format("this server takes one prompt per request, got {}", p.size()));
+    p = json(p[0]);
+  }
+  std::vector<int32_t> ids;
+  if (p.is_string()) {
+    append_text(ids, p.get<std::string>(), m, true);
+    return ids;
+  }
+  if (!p.is_array()) bad("prompt", shape);
+  for (const json& x : p) {
+    if (!x.is_number_integer()) bad("prompt", shape);
+    const int64_t id = x.get<int64_t>();
+    if (id < 0 || id >= m.vocab_size)
+      bad("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", id, m.vocab_size));
+    ids.push_back(int32_t(id));
+  }
+  return ids;
+}
+
+std::string message_content(const json& msg, size_t i) {
+  const std::string where = fmt::format("messages[{}].content", i);
+  if (!msg.contains("content") || msg["content"].is_null()) {
+    if (msg.value("role", "") == "assistant") return "";
+    bad(where, fmt::format("'{}' is required", where));
+  }
+  const json& c = msg["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array())
+    bad(where, fmt::format("'{}' must be a string or an array of text parts", where));
+  std::string text;
+  for (const json& part : c) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      bad(where, fmt::format("'{}': only parts of the form {{\"type\": \"text\", \"text\": "
+                             "\"...\"}} are supported",
+                             where));
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string chat_prompt_text(const json& messages) {
+  if (!messages.is_array() || messages.empty())
+    bad("messages", "'messages' must be a non-empty array of {role, content} objects");
+  std::string text;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& msg = messages[i];
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+      bad(fmt::format("messages[{}].role", i),
+          fmt::format("messages[{}] must be an object with a string 'role'", i));
+    const std::string role = msg["role"].get<std::string>();
+    const char* label = role == "system" || role == "developer" ? "System"
+                        : role == "user"                        ? "User"
+                        : role == "assistant"                   ? "Assistant"
+                                                                : nullptr;
+    if (!label)
+      bad(fmt::format("messages[{}].role", i),
+          fmt::format("messages[{}].role '{}' is not one of system, developer, user, assistant", i,
+                      role));
+    text += fmt::format("{}: {}\n\n", label, message_content(msg, i));
+  }
+  return text + "Assistant:";
+}
+
+namespace {
+
+// A JSON value of an unexpected type deep inside a field (nlohmann's type_error from value(), at(),
+// get<>) is the client's fault too: 400, never the server's 500.
+template <class F>
+ParsedRequest guarded(F&& parse) {
+  try {
+    return parse();
+  } catch (const json::exception& e) {
+    bad("", fmt::format("the request does not have the expected shape ({})", e.what()));
+  }
+}
+
+ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
+  const json j = parse_object(body);
+  check_model(j, m);
+  reject_unsupported(j, Endpoint::Completions);
+  ParsedRequest r;
+  r.endpoint = Endpoint::Completions;
+  r.gen.sampling = parse_sampling(j);
+  r.gen.prompt = parse_prompt(j, m);
+  finish_sampling(r, j, m, 16);
+  return r;
+}
+
+ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
+  const json j = parse_object(body);
+  check_model(j, m);
+  reject_unsupported(j, Endpoint::Chat);
+  ParsedRequest r;
+  r.endpoint = Endpoint::Chat;
+  r.gen.sampling = parse_sampling(j);
+  if (!present(j, "messages")) bad("messages", "'messages' is required");
+  append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
+  r.gen.sampling.stop.push_back(kChatStop);
+  finish_sampling(r, j, m, m.max_context);
+  return r;
+}
+
+}  // namespace
+
+ParsedRequest parse_completion_request(std::string_view body, const ServedModel& m) {
+  return guarded([&] { return completion_request(body, m); });
+}
+
+ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m) {
+  return guarded([&] { return chat_request(body, m); });
+}
+
+std::string new_response_id(Endpoint e) {
+  static std::atomic<uint64_t> counter{std::random_device{}()};
+  const uint64_t x = splitmix64(counter.fetch_add(1));
+  return fmt::format("{}-{:016x}", e == Endpoint::Chat ? "chatcmpl" : "cmpl", x);
+}
+
+namespace {
+json usage_json(Usage u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+json reason(const std::string& r) {
+  return r.empty() ? json() : json(r);
+}
+}  // namespace
+
+json completion_response(const std::string& id, int64_t created, const std::string& model,
+                         const std::string& text, const std::string& finish_reason, Usage u) {
+  return {{"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({{{"text", text},
+                                    {"index", 0},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", reason(finish_reason)}}})},
+          {"usage", usage_json(u)}};
+}
+
+json chat_response(const std::string& id, int64_t created, const std::string& model,
+                   const std::string& content, const std::string& finish_reason, Usage u) {
+  return {{"id", id},
+          {"object", "chat.completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({{{"index", 0},
+                                    {"message", {{"role", "assistant"}, {"content", content}}},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", reason(finish_reason)}}})},
+          {"usage", usage_json(u)}};
+}
+
+json completion_chunk(const std::string& id, int64_t created, const std::string& model,
+                      const std::string& text, const std::string& finish_reason) {
+  return {{"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({{{"text", text},
+                                    {"index", 0},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", reason(finish_reason)}}})}};
+}
+
+json chat_chunk(const std::string& id, int64_t created, const std::string& model, const json& delta,
+                const std::string& finish_reason) {
+  return {{"id", id},
+          {"object", "chat.completion.chunk"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({{{"index", 0},
+                                    {"delta", delta},
+                                    {"logprobs", nullptr},
+                                    {"finish_reason", reason(finish_reason)}}})}};
+}
+
+json usage_chunk(Endpoint e, const std::string& id, int64_t created, const std::string& model,
+                 Usage u) {
+  return {{"id", id},
+          {"object", e == Endpoint::Chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage_json(u)}};
+}
+
+json models_list(const std::string& model, int64_t created) {
+  return {
+      {"object", "list"},
+      {"data",
+       json::array(
+           {{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "zaya"}}})}};
+}
+
+std::string sse_event(const json& j) {
+  // Generated text may hold U+FFFD but is valid UTF-8; replace guards the dump all the same.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace zaya::openai

@@ -1,0 +1,339 @@
+// HttpServer over cpp-httplib (see server.h). Debian ships httplib compiled (libcpp-httplib.so);
+// its header must see the same CPPHTTPLIB_* feature macros as the library, which CMake takes from
+// the library's pkg-config file.
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "core/assert.h"
+#include "infer/engine.h"
+#include "serve/http_guard.h"
+
+namespace zaya {
+
+using json = nlohmann::json;
+using openai::ApiError;
+using openai::Endpoint;
+
+namespace {
+
+// One request's events, filled on the engine thread and drained on its connection's thread.
+struct Channel {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<GenerationEvent> events;
+  bool done = false;
+};
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(openai::error_body(e)), "application/json");
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Engine& engine;
+  openai::ServedModel model;
+  ServerOptions opt;
+  GuardedHttpServer http;
+  int64_t created = unix_now();
+
+  mutable std::mutex mu;
+  std::set<uint64_t> active;     // engine ids of requests not yet finished
+  std::condition_variable idle;  // notified when `active` shrinks
+  bool stopping = false;
+
+  Impl(Engine& e, openai::ServedModel m, ServerOptions o)
+      : engine(e),
+        model(std::move(m)),
+        opt(std::move(o)),
+        http(ConnectionLimits{std::max(1, opt.http_threads), opt.request_timeout,
+                              opt.keep_alive_timeout}) {}
+
+  // Queues the request; on_event fills the channel. Returns the engine id.
+  uint64_t submit(GenerationRequest gen, const std::shared_ptr<Channel>& ch) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (stopping) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    uint64_t id;
+    try {
+      id = engine.submit(std::move(gen), [ch](const GenerationEvent& ev) {
+        {
+          std::lock_guard<std::mutex> l(ch->mu);
+          ch->events.push_back(ev);
+          if (ev.done) ch->done = true;
+        }
+        ch->cv.notify_all();
+      });
+    } catch (const Error& err) {  // the engine's own validation (the parser checks first)
+      throw ApiError(400, err.what());
+    }
+    active.insert(id);
+    return id;
+  }
+  void finished(uint64_t id, bool cancel) {
+    if (cancel) engine.cancel(id);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      active.erase(id);
+    }
+    idle.notify_all();
+  }
+
+  void generate(const httplib::Request& req, httplib::Response& res, Endpoint e) {
+    openai::ParsedRequest pr;
+    auto ch = std::make_shared<Channel>();
+    uint64_t id;
+    try {
+      pr = e == Endpoint::Chat ? openai::parse_chat_request(req.body, model)
+                               : openai::parse_completion_request(req.body, model);
+      id = submit(pr.gen, ch);
+    } catch (const ApiError& err) {
+      send_error(res, err);
+      return;
+    }
+    const std::string rid = openai::new_response_id(e);
+    const int64_t created_at = unix_now();
+    if (!pr.stream) {
+      std::string text;
+      GenerationEvent last;
+      std::unique_lock<std::mutex> lock(ch->mu);
+      for (;;) {
+        ch->cv.wait(lock, [&] { return !ch->events.empty(); });
+        for (GenerationEvent& ev : ch->events) text += ev.text, last = std::move(ev);
+        ch->events.clear();
+        if (ch->done) break;
+      }
+      lock.unlock();
+      finished(id, false);
+      const openai::Usage u{last.prompt_tokens, last.completion_tokens};
+      res.set_content(
+          dump(e == Endpoint::Chat
+                   ? openai::chat_response(rid, created_at, model.id, text, last.finish_reason, u)
+                   : openai::completion_response(rid, created_at, model.id, text,
+                                                 last.finish_reason, u)),
+          "application/json");
+      return;
+    }
+
+    // Streaming: the provider is called again and again until it calls sink.done() or fails.
+    struct Stream {
+      bool role_sent = false, finished = false;
+    };
+    auto st = std::make_shared<Stream>();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, ch, st, e, rid, created_at, include_usage = pr.include_usage](
+            size_t, httplib::DataSink& sink) -> bool {
+          std::deque<GenerationEvent> batch;
+          {
+            std::unique_lock<std::mutex> lock(ch->mu);
+            ch->cv.wait_for(lock, std::chrono::milliseconds(200),
+                            [&] { return !ch->events.empty(); });
+            batch.swap(ch->events);
+          }
+          std::string out;
+          if (e == Endpoint::Chat && !st->role_sent) {
+            out += openai::sse_event(openai::chat_chunk(
+                rid, created_at, model.id, {{"role", "assistant"}, {"content", ""}}, ""));
+            st->role_sent = true;
+          }
+          for (const GenerationEvent& ev : batch) {
+            if (!ev.text.empty())
+              out += openai::sse_event(
+                  e == Endpoint::Chat
+                      ? openai::chat_chunk(rid, created_at, model.id, {{"content", ev.text}}, "")
+                      : openai::completion_chunk(rid, created_at, model.id, ev.text, ""));
+            if (!ev.done) continue;
+            out += openai::sse_event(
+                e == Endpoint::Chat
+                    ? openai::chat_chunk(rid, created_at, model.id, json::object(),
+                                         ev.finish_reason)
+                    : openai::completion_chunk(rid, created_at, model.id, "", ev.finish_reason));
+            if (include_usage)
+              out += openai::sse_event(openai::usage_chunk(
+                  e, rid, created_at, model.id, {ev.prompt_tokens, ev.completion_tokens}));
+            out += openai::kSseDone;
+            st->finished = true;
+          }
+          // A failed write means the client went away: returning false ends the response and
+          // the releaser below cancels the request.
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (st->finished) {
+            sink.done();
+          } else if (out.empty() && sink.is_writable && !sink.is_writable()) {
+            return false;
+          }
+          return true;
+        },
+        [this, id, st](bool) { finished(id, !st->finished); });
+  }
+
+  void routes() {
+    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      generate(q, r, Endpoint::Completions);
+    });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) {
+      generate(q, r, Endpoint::Chat);
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+      r.set_content(dump(openai::models_list(model.id, created)), "application/json");
+    });
+    http.Get("/v1/models/(.+)", [this](const httplib::Request& q, httplib::Response& r) {
+      const std::string want = q.matches[1];
+      if (want != model.id) {
+        send_error(r, ApiError(404,
+                               fmt::format("The model '{}' does not exist; this server serves '{}'",
+                                           want, model.id),
+                               "model", "model_not_found"));
+        return;
+      }
+      r.set_content(dump(openai::models_list(model.id, created)["data"][0]), "application/json");
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+      const EngineStats st = engine.stats();
+      r.set_content(dump({{"status", "ok"},
+                          {"model", model.id},
+                          {"in_flight", count()},
+                          {"connections", http.open_connections()},
+                          {"prompt_tokens", st.prompt_tokens},
+                          {"generated_tokens", st.decode_tokens}}),
+                    "application/json");
+    });
+    // The right path with the wrong method: 405 rather than httplib's 404.
+    auto not_allowed = [](const char* allowed) {
+      return [allowed](const httplib::Request& q, httplib::Response& r) {
+        r.set_header("Allow", allowed);
+        send_error(r, ApiError(405, fmt::format("{} {} is not allowed; use {}", q.method, q.path,
+                                                allowed)));
+      };
+    };
+    for (const char* p : {"/v1/completions", "/v1/chat/completions"}) {
+      http.Get(p, not_allowed("POST"));
+      http.Put(p, not_allowed("POST"));
+      http.Patch(p, not_allowed("POST"));
+      http.Delete(p, not_allowed("POST"));
+    }
+    for (const char* p : {"/v1/models", "/v1/models/(.+)", "/health"}) {
+      http.Post(p, not_allowed("GET"));
+      http.Put(p, not_allowed("GET"));
+      http.Patch(p, not_allowed("GET"));
+      http.Delete(p, not_allowed("GET"));
+    }
+    // httplib's own failures (unknown route, body too large, unreadable request) in OpenAI's
+    // shape; responses that already carry a body are left alone.
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& q, httplib::Response& r) {
+          if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string msg = fmt::format("HTTP {}", r.status);
+          if (r.status == 404)
+            msg = fmt::format(
+                "Unknown route {} {}; this server has POST /v1/completions, POST "
+                "/v1/chat/completions, GET /v1/models and GET /health",
+                q.method, q.path);
+          if (r.status == 413)
+            msg = fmt::format("The request body is larger than {} bytes", opt.max_body_bytes);
+          send_error(r, ApiError(r.status, msg, "", r.status == 404 ? "not_found" : ""));
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+          std::string what = "unknown error";
+          try {
+            std::rethrow_exception(ep);
+          } catch (const std::exception& ex) {
+            what = ex.what();
+          } catch (...) {
+          }
+          send_error(r, ApiError(500, "internal error: " + what, "", "", "server_error"));
+        });
+  }
+
+  int64_t count() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return int64_t(active.size());
+  }
+};
+
+HttpServer::HttpServer(Engine& engine, openai::ServedModel model, ServerOptions opt)
+    : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(opt))) {
+  Impl& s = *impl_;
+  s.http.set_keep_alive_timeout(std::max<time_t>(
+      1, std::chrono::ceil<std::chrono::seconds>(s.opt.keep_alive_timeout).count()));
+  s.http.set_payload_max_length(s.opt.max_body_bytes);
+  s.http.set_tcp_nodelay(true);  // SSE deltas are small; send each at once
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind a port already in use;
+  // SO_REUSEADDR alone still allows a quick restart and makes "port in use" an error.
+  s.http.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  s.routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  // A write to a client that has gone away must fail with EPIPE, not kill the process.
+  ::signal(SIGPIPE, SIG_IGN);
+  Impl& s = *impl_;
+  int port = s.opt.port;
+  if (port == 0) {
+    port = s.http.bind_to_any_port(s.opt.host);
+    if (port < 0) fail("serve: cannot bind to {} on any port", s.opt.host);
+  } else if (!s.http.bind_to_port(s.opt.host, port)) {
+    fail(
+        "serve: cannot listen on {}:{} (in use, or not an address of this machine); pick "
+        "another --port or --host",
+        s.opt.host, port);
+  }
+  s.http.widen_backlog();
+  return port;
+}
+
+void HttpServer::listen() {
+  impl_->http.listen_after_bind();
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  std::set<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stopping = true;
+    ids = s.active;
+  }
+  for (uint64_t id : ids) s.engine.cancel(id);
+  // Let the cancelled requests send their last event (finish_reason "cancelled", [DONE]) before
+  // the connections close; bounded, in case the engine is not running.
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.idle.wait_for(lock, std::chrono::seconds(5), [&] { return s.active.empty(); });
+  }
+  s.http.stop();
+}
+
+int64_t HttpServer::in_flight() const {
+  return impl_->count();
+}
+
+}  // namespace zaya

@@ -1,0 +1,63 @@
+// HttpServer: the OpenAI-compatible HTTP front of an Engine (cpp-httplib). Routes:
+//   POST /v1/completions, POST /v1/chat/completions   (openai_api.h: parsing, shapes, template)
+//   GET  /v1/models, GET /v1/models/{id}, GET /health  ({"status":"ok", "in_flight", and the
+//   engine's prompt_tokens / generated_tokens totals)
+// Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 404 unknown
+// model or route, 405 wrong method, 413 body over the limit, 500 an internal failure; the server
+// keeps serving after each.
+//
+// Threads: one per connection (http_guard.h: started on demand up to http_threads, sized well
+// above the engine's batch; slow, idle and silent connections are cut off so they cannot hold
+// them); the engine runs on a thread the caller owns (Engine::run). A request's events
+// come from the engine thread through a per-request queue: a non-streaming handler waits for the
+// last one; a streaming one (SSE, `data: {json}\n\n` … `data: [DONE]\n\n`) is an httplib chunked
+// content provider that drains the queue as tokens arrive. A client that goes away (a failed
+// write) has its request cancelled in the engine, so it stops taking a batch slot.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "serve/openai_api.h"
+
+namespace zaya {
+
+class Engine;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                          // 0: any free port (bind() returns it)
+  int http_threads = 64;                    // connections served at once (more wait; see below)
+  size_t max_body_bytes = size_t(8) << 20;  // larger request bodies get 413
+  // A request must arrive whole (line, headers, body) within request_timeout of its first byte (a
+  // connection that sends nothing is closed after it too); an idle keep-alive connection is
+  // closed after keep_alive_timeout, or after 0.2 s while other connections wait for a thread.
+  std::chrono::milliseconds request_timeout{10000};
+  std::chrono::milliseconds keep_alive_timeout{5000};
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, openai::ServedModel model, ServerOptions opt);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the listening socket; returns the port. Throws zaya::Error when the address cannot be
+  // bound (port in use, bad host).
+  int bind();
+  // Serves until stop(); call after bind(). Blocks.
+  void listen();
+  // Thread-safe: cancels in-flight requests (their clients get finish_reason "cancelled") and
+  // stops accepting; listen() returns once every connection thread has finished.
+  void stop();
+  int64_t in_flight() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zaya

@@ -1,0 +1,148 @@
+// Training TOML: every key parses with its type, --set overrides, unknown keys get a suggestion,
+// bad values name the key, and the printed TOML parses back to the same config.
+#include <fstream>
+
+#include "test_util.h"
+#include "train/train_config.h"
+
+using namespace zaya;
+using namespace zaya::test;
+
+namespace {
+
+std::string write_toml(const ScratchDir& dir, const std::string& text) {
+  const std::string path = dir / "train.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kMinimal = R"(
+[model]
+config = "tests/fixtures/configs/tiny.json"
+[data]
+dataset = "data/shards"
+seq_len = 64
+[optim]
+lr = 1e-3
+schedule = "wsd"
+use_muon = false
+)";
+
+}  // namespace
+
+TEST(TrainConfig, ParsesTypedKeysAndKeepsDefaults) {
+  ScratchDir dir;
+  const TrainConfig c = load_train_config(write_toml(dir, kMinimal));
+  EXPECT_EQ(c.model_config, "tests/fixtures/configs/tiny.json");
+  EXPECT_EQ(c.seq_len, 64);
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1e-3);
+  EXPECT_EQ(c.optim.schedule, ScheduleKind::Wsd);
+  EXPECT_FALSE(c.optim.use_muon);
+  EXPECT_EQ(c.micro_batch, TrainConfig{}.micro_batch);
+}
+
+TEST(TrainConfig, UnknownKeySuggestsTheClosest) {
+  ScratchDir dir;
+  expect_error(
+      [&] { load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nstesp = 3\n")); },
+      {"unknown key 'train.stesp'", "did you mean 'train.steps'"});
+  TrainConfig c;
+  expect_error([&] { apply_override(c, "optim.lrr=1"); }, {"optim.lrr", "optim.lr"});
+}
+
+TEST(TrainConfig, WrongTypesAndValuesNameTheKey) {
+  ScratchDir dir;
+  expect_error(
+      [&] {
+        load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nsteps = \"ten\"\n"));
+      },
+      {"train.steps", "integer"});
+  expect_error(
+      [&] { load_train_config(write_toml(dir, std::string(kMinimal) + "[train]\nsteps = 0\n")); },
+      {"train.steps", "positive"});
+  expect_error([&] { load_train_config(write_toml(dir, "[model\nconfig = 1")); }, {"invalid TOML"});
+  expect_error([&] { load_train_config(dir / "missing.toml"); }, {"missing.toml"});
+  expect_error([&] { load_train_config(write_toml(dir, "[optim]\nschedule = \"linear\"\n")); },
+               {"optim.schedule"});
+}
+
+TEST(TrainConfig, OverridesFollowTheFieldType) {
+  TrainConfig c;
+  apply_override(c, "optim.lr=2e-4");
+  apply_override(c, "train.steps=7");
+  apply_override(c, "optim.use_muon=false");
+  apply_override(c, "data.dataset=some/dir");
+  apply_override(c, "optim.min_lr=0");
+  EXPECT_DOUBLE_EQ(c.optim.lr, 2e-4);
+  EXPECT_EQ(c.steps, 7);
+  EXPECT_FALSE(c.optim.use_muon);
+  EXPECT_EQ(c.dataset, "some/dir");
+  EXPECT_EQ(c.optim.min_lr, 0.0);
+  expect_error([&] { apply_override(c, "train.steps=many"); }, {"train.steps", "integer"});
+  expect_error([&] { apply_override(c, "no_equals_sign"); }, {"key=value"});
+}
+
+namespace {
+
+// The least a TrainConfig needs to validate (a dataset and a model config), all else default.
+TrainConfig valid_config() {
+  TrainConfig c;
+  c.dataset = "some/dir";
+  c.model_config = "config.json";
+  return c;
+}
+
+}  // namespace
+
+TEST(TrainConfig, DeviceIsCpuOrGpu) {
+  TrainConfig c = valid_config();
+  EXPECT_EQ(c.device, "cpu");
+  apply_override(c, "train.device=gpu");
+  EXPECT_EQ(c.device, "gpu");
+  validate_train_config(c);
+  apply_override(c, "train.device=tpu");
+  expect_error([&] { validate_train_config(c); }, {"train.device", "cpu or gpu", "tpu"});
+}
+
+TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
+  TrainConfig c = valid_config();
+  EXPECT_EQ(c.precision, "fp32");
+  apply_override(c, "train.precision=bf16");
+  expect_error([&] { validate_train_config(c); },
+               {"train.precision", "bf16", "train.device = gpu"});
+  apply_override(c, "train.device=gpu");
+  validate_train_config(c);
+  apply_override(c, "train.precision=fp16");
+  expect_error([&] { validate_train_config(c); }, {"train.precision", "fp32 or bf16", "fp16"});
+}
+
+TEST(TrainConfig, ActivationsAreAutoFp32OrBf16OnEitherDevice) {
+  TrainConfig c = valid_config();
+  EXPECT_EQ(c.activations, "auto");
+  apply_override(c, "train.activations=bf16");
+  validate_train_config(c);  // the CPU too
+  apply_override(c, "train.activations=fp32");
+  validate_train_config(c);
+  apply_override(c, "train.activations=fp16");
+  expect_error([&] { validate_train_config(c); },
+               {"train.activations", "auto, fp32 or bf16", "fp16"});
+}
+
+TEST(TrainConfig, MuonBf16IsOffByDefaultAndNeedsTheGpu) {
+  TrainConfig c = valid_config();
+  EXPECT_FALSE(c.optim.muon_bf16);
+  apply_override(c, "optim.muon_bf16=true");
+  EXPECT_TRUE(c.optim.muon_bf16);
+  expect_error([&] { validate_train_config(c); }, {"optim.muon_bf16", "train.device = gpu"});
+  apply_override(c, "train.device=gpu");
+  validate_train_config(c);
+}
+
+TEST(TrainConfig, PrintedTomlParsesBackToTheSameConfig) {
+  ScratchDir dir;
+  TrainConfig c = load_train_config(write_toml(dir, kMinimal));
+  c.sample_prompt = "In the \"beginning\"";
+  c.optim.adam_eps = 1e-8;
+  const TrainConfig back = load_train_config(write_toml(dir, train_config_to_toml(c)));
+  EXPECT_EQ(train_config_to_json(back), train_config_to_json(c));
+}
