@@ -71,7 +71,10 @@ ci:
 bench-step: build
 	bash scripts/bench_step_vs_torch.sh 3
 
-demo: build
+# The demo runs the zaya binary only: it builds nothing else.
+demo:
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target zaya
 	bash scripts/demo.sh
 
 format:

@@ -4,7 +4,7 @@
 
 #include "data/tokenizer.h"
 #include "fuzz_util.h"
-#include "serve/openai_api.h"
+#include "serve/openai_response.h"
 
 namespace {
 const zaya::Tokenizer& toy() {

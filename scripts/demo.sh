@@ -38,6 +38,5 @@ model="$(ls -d runs/kjv/checkpoints/step_*/model | tail -n 1)"
 ls "$model"
 
 echo "== sampling from it with the KV-cached decoder (zaya generate)"
-printf '%s' "And God said"
-$zaya generate --model "$model" --tokenizer "$data/tokenizer.json" --prompt "And God said" \
+$zaya generate --model "$model" --tokenizer "$data/tokenizer.json" --prompt "And God said" --echo \
   --max-new-tokens 60 --temperature 0.7 --top-p 0.95 --seed 1

@@ -8,12 +8,13 @@
 // backend), never read directly; host tensors by the parallel memcpy.
 // Staging memory is anonymous huge-page-backed memory faulted in once: on a VM, first-touch page
 // faults and 4 KiB TLB misses make a copy into a fresh malloc'ed buffer several times slower.
-#include "checkpoint/async_writer.h"
+#include "checkpoint/writer.h"
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint/retention.h"
 #include "core/arena.h"
 #include "core/host_buffer.h"
 #include "core/log.h"

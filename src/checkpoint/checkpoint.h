@@ -1,7 +1,7 @@
-// Training checkpoints (system.md §2). One checkpoint is a directory root/step_NNNNNNNN/:
+// Training checkpoints (docs/training.md). One checkpoint is a directory root/step_NNNNNNNN/:
 //   model/config.json, model/model.safetensors   a normal model directory (Model::load_dir)
 //   optimizer/optimizer_rank00000.safetensors    optimizer state, one shard per rank
-//   trainer_state.json                           step, data position, RNG, config, metrics
+//   trainer_state.json                           where the run stands (trainer_state.h)
 //   manifest.json                                per file: relative path, bytes, XXH3-64 (hex)
 // It is written under root/.tmp_step_NNNNNNNN_<pid>/, every file and directory fsynced, then
 // renamed into place, so a step_* directory is either complete or detectably torn; the manifest is
@@ -15,10 +15,15 @@
 //
 // N ranks (ZeRO-1): save is collective. Rank 0 creates the temporary directory (named after its
 // pid; the name is broadcast), every rank writes optimizer/optimizer_rankRRRRR.safetensors with its
-// own slices in parallel (as a .partial file, fsynced, then renamed), rank 0 writes the model
+// own slices in parallel (under a temporary name, fsynced, then renamed), rank 0 writes the model
 // directory and trainer_state.json once, and — after every shard is in place — the manifest with a
 // checksum for every file, then renames the directory. The ranges of all shards must tile the
 // global vector exactly (replicated state is written by rank 0 only).
+//
+// The code: writer.cpp (the three phases of a save, writer.h; async_writer.cpp runs the same
+// phases on a background thread), reader.cpp (load_checkpoint), manifest.{h,cpp},
+// optimizer_shards.{h,cpp}, retention.{h,cpp} (listing, pruning, finding, cleaning), and
+// trainer_state.{h,cpp} (what trainer_state.json holds, validated in one place).
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -102,16 +107,9 @@ std::string find_resume_checkpoint(const std::string& root);
 // removed.
 int remove_stale_checkpoint_temps(const std::string& root);
 
-// Range checks of a training run's trainer_state.json (the trainer runs them after
-// load_checkpoint, which treats the state as opaque): step in
-// [0, 2^53] and equal to the directory's step, optimizer_steps in [0, 2^53], skipped in
-// [0, step],
-// world_size and global_batch_rows positive. zaya::Error naming the file and the key.
-void check_trainer_state(const nlohmann::json& state, const std::string& dir);
-
 // Verifies `dir` (zaya::Error naming the bad file otherwise), loads the weights into m (the
-// checkpoint's config must equal m's: a mismatch names the differing fields), parses
-// trainer_state.json and copies the optimizer state bit for bit into the destination's slices,
+// checkpoint's config must equal m's: a mismatch names the differing fields), reads
+// trainer_state.json (as JSON: parse_trainer_state of trainer_state.h validates it) and copies the optimizer state bit for bit into the destination's slices,
 // whatever number of ranks wrote it. The destination's layout must be the checkpoint's: every
 // tensor present with the same shape, and no tensor of the checkpoint missing.
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,

@@ -55,14 +55,14 @@ int run_bench_comm(const BenchCommArgs& a) {
   dist::validate(opt);  // before the group exists: a bad flag fails alike on every rank
 
   std::unique_ptr<dist::Group> group = dist::make_group(a.group, a.timeout_s);
-  opt.device = group->backend() == "nccl" ? Device::Gpu : Device::Cpu;  // NCCL: GPU buffers
+  opt.device = group->backend() == dist::Backend::Nccl ? Device::Gpu : Device::Cpu;  // NCCL: GPU buffers
   const bool printer = group->rank() == 0;
   const std::string type = a.dtype;
   if (printer) {
     fmt::print(
         "# zaya bench comm: {} rank{} ({} group{}), {} elements, sizes {}..{} bytes ×{}, "
         "{} timed calls after {} warm-up\n",
-        group->size(), group->size() == 1 ? "" : "s", group->backend(),
+        group->size(), group->size() == 1 ? "" : "s", enum_word(group->backend()),
         opt.device == Device::Gpu ? ", GPU buffers" : "", type, byte_label(opt.min_bytes),
         byte_label(opt.max_bytes), opt.factor, opt.iters, opt.warmup);
     fmt::print(
@@ -106,7 +106,7 @@ int run_bench_comm(const BenchCommArgs& a) {
   ZAYA_CHECK_INPUT(wrong == 0,
                    "bench comm: {} result elements were wrong — the {} collectives returned "
                    "corrupt data; do not train on this setup",
-                   wrong, group->backend());
+                   wrong, enum_word(group->backend()));
   group->barrier();
   return 0;
 }

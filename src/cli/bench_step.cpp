@@ -41,6 +41,7 @@
 #include "core/heartbeat.h"
 #include "core/stats.h"
 #include "core/timer.h"
+#include "io/file.h"
 #include "io/zaya_config.h"
 #include "model/inspect.h"
 #include "ops/blas_kernels.h"
@@ -71,19 +72,13 @@ double peak_rss_bytes() {
 
 // The flags checked and the device's defaults filled in.
 Args resolve(Args a) {
-  if (a.device != "cpu" && a.device != "gpu") fail("--device '{}': use cpu or gpu", a.device);
-  if (a.optimizer != "adamw" && a.optimizer != "muon")
-    fail("--optimizer '{}': use adamw or muon", a.optimizer);
   const bench_step::DeviceDefaults& d =
-      a.device == "gpu" ? bench_step::kGpuDefaults : bench_step::kCpuDefaults;
-  if (a.precision.empty()) a.precision = d.precision;
-  if (a.precision != "fp32" && a.precision != "bf16")
-    fail("--precision '{}': use fp32 or bf16", a.precision);
-  if (a.precision == "bf16" && a.device != "gpu")
+      a.device == Device::Gpu ? bench_step::kGpuDefaults : bench_step::kCpuDefaults;
+  if (!a.precision) a.precision = d.precision;
+  if (a.precision == ops::MatmulPrecision::BF16 && a.device != Device::Gpu)
     fail("--precision bf16 needs --device gpu (the CPU trains in fp32)");
-  if (a.activations != "auto" && a.activations != "fp32" && a.activations != "bf16")
-    fail("--activations '{}': use auto, fp32 or bf16", a.activations);
-  if (a.device == "gpu" && !gpu::available()) fail("bench step --device gpu: {}", gpu::describe());
+  if (a.device == Device::Gpu && !gpu::available())
+    fail("bench step --device gpu: {}", gpu::describe());
   if (a.config.empty()) a.config = d.config;
   if (!std::filesystem::is_regular_file(a.config))
     fail(
@@ -109,7 +104,8 @@ struct Probes {
 
 int run_bench_step(const Args& args) {
   const Args a = resolve(args);
-  const bool gpu = a.device == "gpu";
+  const bool gpu = a.device == Device::Gpu;
+  const ops::MatmulPrecision precision = *a.precision;
   if (a.threads > 0) omp_set_num_threads(int(a.threads));
   const int threads = omp_get_max_threads();
   ZayaConfig model = load_config(a.config);
@@ -125,7 +121,7 @@ int run_bench_step(const Args& args) {
     nlohmann::json j = nlohmann::json::parse(in);
     j["max_position_embeddings"] = a.seq_len;
     config_path = data.dir() + "/config.json";
-    std::ofstream(config_path) << j.dump(2) << "\n";
+    write_file(config_path, j.dump(2) + "\n");
     if (!a.json)
       fmt::print("bench step: max_position_embeddings {} → {} for --seq-len {}\n",
                  model.max_position_embeddings, a.seq_len, a.seq_len);
@@ -142,10 +138,10 @@ int run_bench_step(const Args& args) {
   cfg.log_every = steps;
   cfg.eval_every = 0;
   cfg.eval_batches = 0;
-  cfg.optim.use_muon = a.optimizer == "muon";
-  cfg.resume = "none";
+  cfg.optim.use_muon = a.optimizer == bench_step::Optimizer::Muon;
+  cfg.resume = ResumeFrom{ResumeFrom::Kind::None, ""};
   cfg.device = a.device;
-  cfg.precision = a.precision;
+  cfg.precision = precision;
   cfg.activations = a.activations;
   validate_train_config(cfg);
   TrainOptions opt;
@@ -156,7 +152,8 @@ int run_bench_step(const Args& args) {
     fmt::print(
         "bench step: {} (B={} × T={}), {}, device {}, precision {}, activations {}, {} threads, {} "
         "warm-up + {} timed{} steps\n",
-        a.config, a.batch, a.seq_len, a.optimizer, a.device, a.precision,
+        a.config, a.batch, a.seq_len, enum_word(a.optimizer), enum_word(a.device),
+        enum_word(precision),
         trainer.activation_storage(), threads, a.warmup, a.steps,
         gpu ? fmt::format(" + {} profiled", profiled) : "");
   for (int64_t i = 0; i < a.warmup; ++i) trainer.train_step();
@@ -165,7 +162,7 @@ int run_bench_step(const Args& args) {
   Probes probes;
   if (gpu) {
     probes.bf16.emplace(a.probe_size, DType::BF16);
-    if (a.precision == "fp32") probes.f32.emplace(a.probe_size, DType::F32);
+    if (precision == ops::MatmulPrecision::F32) probes.f32.emplace(a.probe_size, DType::F32);
   } else {
     probes.sgemm.emplace();
     probes.sgemm->pass();  // warm-up
@@ -219,13 +216,13 @@ int run_bench_step(const Args& args) {
   const double split_wall = split.wall(), split_steps = double(std::max<int64_t>(1, split.steps()));
 
   nlohmann::json j = {{"config", a.config},
-                      {"device", a.device},
-                      {"precision", a.precision},
+                      {"device", enum_word(a.device)},
+                      {"precision", enum_word(precision)},
                       {"activations", trainer.activation_storage()},
                       {"activation_bytes", trainer.activation_bytes()},
                       {"batch", a.batch},
                       {"seq_len", a.seq_len},
-                      {"optimizer", a.optimizer},
+                      {"optimizer", enum_word(a.optimizer)},
                       {"threads", threads},
                       {"steps", a.steps},
                       {"tokens_per_s", tps},
@@ -281,7 +278,7 @@ int run_bench_step(const Args& args) {
                model_flops / 1e12, flops_per_token);
     fmt::print(
         "GEMM engine     {} (gemm() on the probe's operands), precision {} (train.precision)\n",
-        probes.bf16->engine(), a.precision);
+        probes.bf16->engine(), enum_word(precision));
     fmt::print(
         "BF16 GEMM       {:.4g} TFLOP/s  ({}³, f32 accumulation, {}, sampled between the steps)\n",
         bf16_rate / 1e12, a.probe_size, probes.bf16->engine());
@@ -326,15 +323,21 @@ Action add_bench_step_command(CLI::App& bench) {
   auto a = std::make_shared<Args>();
   CLI::App* sub = bench.add_subcommand(
       "step", "Training tokens/s and MFU against the device's GEMM rate measured in the same run");
-  sub->add_option("--device", a->device, "cpu, or gpu (train.device = gpu: one process)")
-      ->capture_default_str();
-  sub->add_option("--precision", a->precision,
-                  "fp32 or bf16 (train.precision: the GEMM inputs; bf16 needs --device gpu); "
-                  "default fp32 on cpu, bf16 on gpu");
-  sub->add_option("--activations", a->activations,
+  add_enum_option(sub, "--device", a->device, "cpu, or gpu (train.device = gpu: one process)");
+  sub->add_option_function<std::string>(
+      "--precision",
+      [a](const std::string& word) {
+        const auto p = parse_enum<ops::MatmulPrecision>(word);
+        if (!p)
+          throw CLI::ValidationError("--precision '" + word +
+                                     "': use " + enum_choices<ops::MatmulPrecision>());
+        a->precision = *p;
+      },
+      "fp32 or bf16 (train.precision: the GEMM inputs; bf16 needs --device gpu); default fp32 "
+      "on cpu, bf16 on gpu");
+  add_enum_option(sub, "--activations", a->activations,
                   "auto, fp32 or bf16 (train.activations: the storage of the saved activations; "
-                  "auto = bf16 with --precision bf16)")
-      ->capture_default_str();
+                  "auto = bf16 with --precision bf16)");
   sub->add_option("--config", a->config,
                   "config.json of the model to train (random init); default "
                   "configs/models/step-bench.json on cpu, gpu-step-bench.json on gpu")
@@ -349,8 +352,7 @@ Action add_bench_step_command(CLI::App& bench) {
   sub->add_option("--warmup", a->warmup, "untimed steps first")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(100000)));
-  sub->add_option("--optimizer", a->optimizer, "adamw (everything) or muon (Muon + AdamW)")
-      ->capture_default_str();
+  add_enum_option(sub, "--optimizer", a->optimizer, "adamw (everything) or muon (Muon + AdamW)");
   sub->add_option("--threads", a->threads, "OpenMP threads (0: OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1024)));

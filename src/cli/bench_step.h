@@ -3,19 +3,37 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/device.h"
+#include "ops/precision.h"
 #include "ops/profile.h"
+#include "train/train_config.h"
+
+namespace zaya::cli::bench_step {
+
+enum class Optimizer { AdamW, Muon };
+
+}  // namespace zaya::cli::bench_step
+
+template <>
+struct zaya::EnumWords<zaya::cli::bench_step::Optimizer> {
+  static constexpr std::pair<cli::bench_step::Optimizer, std::string_view> words[] = {
+      {cli::bench_step::Optimizer::AdamW, "adamw"}, {cli::bench_step::Optimizer::Muon, "muon"}};
+};
 
 namespace zaya::cli::bench_step {
 
 struct Args {
   std::string config;  // "": configs/models/step-bench.json (cpu), gpu-step-bench.json (gpu)
-  std::string optimizer = "adamw", device = "cpu";
-  std::string precision;             // "": fp32 on the CPU, bf16 on the GPU
-  std::string activations = "auto";  // train.activations: auto | fp32 | bf16
+  Optimizer optimizer = Optimizer::AdamW;
+  Device device = Device::Cpu;
+  // Empty: fp32 on the CPU, bf16 on the GPU (resolved from the device's defaults).
+  std::optional<ops::MatmulPrecision> precision;
+  ActivationsSetting activations = ActivationsSetting::Auto;
   int64_t batch = 0, seq_len = 0;    // 0: the device's default (kDefaults)
   int64_t steps = 4, warmup = 1, threads = 0;
   int64_t probe_size = 8192;  // the GPU GEMM probe's n (n³ products)
@@ -28,12 +46,14 @@ struct Args {
 struct DeviceDefaults {
   const char* config;
   int64_t batch, seq_len;
-  const char* precision;
+  ops::MatmulPrecision precision;
 };
-inline constexpr DeviceDefaults kCpuDefaults{"configs/models/step-bench.json", 2, 512, "fp32"};
+inline constexpr DeviceDefaults kCpuDefaults{"configs/models/step-bench.json", 2, 512,
+                                             ops::MatmulPrecision::F32};
 // 36 ZAYA1-base sub-layers, 2 × 4096 tokens: about 123 GiB of an H200's 139.8 GiB
 // (configs/models/gpu-step-bench.md).
-inline constexpr DeviceDefaults kGpuDefaults{"configs/models/gpu-step-bench.json", 2, 4096, "bf16"};
+inline constexpr DeviceDefaults kGpuDefaults{"configs/models/gpu-step-bench.json", 2, 4096,
+                                             ops::MatmulPrecision::BF16};
 
 // A dataset directory of uniform random tokens, removed when done.
 class SyntheticDataset {

@@ -2,8 +2,28 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+
+#include "core/enum_words.h"
 
 namespace zaya::cli {
+
+// A flag whose value is a word of a closed set (core/enum_words.h), stored as the enum; another
+// word is a flag error naming the flag, the word and the choices ("--device 'tpu': use cpu or
+// gpu").
+template <WordEnum E>
+CLI::Option* add_enum_option(CLI::App* app, const std::string& flag, E& value,
+                             const std::string& help) {
+  return app->add_option_function<std::string>(
+      flag,
+      [&value, flag](const std::string& word) {
+        const std::optional<E> v = parse_enum<E>(word);
+        if (!v)
+          throw CLI::ValidationError(flag + " '" + word + "': use " + enum_choices<E>());
+        value = *v;
+      },
+      help + " (default " + std::string(enum_word(value)) + ")");
+}
 
 // Numeric flag checks with a readable message (CLI11's PositiveNumber/NonNegativeNumber print
 // the largest double in full, 309 digits): "--rows-per-batch: -1 is not a number >= 0".

@@ -28,7 +28,7 @@ struct GenerateArgs {
   std::string model, prompt, prompt_ids, tokenizer;
   SamplingParams sampling;
   int64_t num_samples = 1, max_batch = 8;
-  bool ids = false, no_bos = false, quiet = false, bf16 = false;
+  bool ids = false, no_bos = false, quiet = false, bf16 = false, echo = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -88,7 +88,7 @@ int run_generate(GenerateArgs& a) {
   const int64_t N = a.num_samples;
   std::vector<std::string> texts(static_cast<size_t>(N));
   std::vector<std::vector<int32_t>> out_ids(static_cast<size_t>(N));
-  std::vector<std::string> reasons(static_cast<size_t>(N));
+  std::vector<FinishReason> reasons(static_cast<size_t>(N));
   int64_t finished = 0;
   const bool stream = N == 1 && !a.ids;
   for (int64_t k = 0; k < N; ++k) {
@@ -105,8 +105,15 @@ int run_generate(GenerateArgs& a) {
       if (ev.done) reasons[size_t(k)] = ev.finish_reason, ++finished;
     });
   }
+  // The status line first, whole, on stderr; then (--echo) the prompt and the text on stdout, so
+  // a terminal shows the status on a line of its own.
   log_info("generate: {} ({} sub-layers, {} weights), prompt {} tokens, loaded in {:.2f}s", a.model,
            c.num_layers(), dtype_name(model.matrix_dtype()), prompt.size(), load_timer.seconds());
+  std::fflush(stderr);
+  if (stream && a.echo) {
+    std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+    std::fflush(stdout);
+  }
   while (finished < N) engine.step();
 
   for (int64_t k = 0; k < N; ++k) {
@@ -128,7 +135,7 @@ int run_generate(GenerateArgs& a) {
       "({} sequence{}, finished: {})",
       s.prompt_tokens, s.prefill_seconds > 0 ? double(s.prompt_tokens) / s.prefill_seconds : 0.0,
       s.decode_tokens, s.decode_seconds > 0 ? double(s.decode_tokens) / s.decode_seconds : 0.0, N,
-      N == 1 ? "" : "s", reasons.front());
+      N == 1 ? "" : "s", enum_word(reasons.front()));
   return 0;
 }
 
@@ -164,6 +171,8 @@ Action add_generate_command(CLI::App& app) {
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to a text prompt");
   sub->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep generating past EOS");
   sub->add_flag("--quiet", a->quiet, "no load/rate lines on stderr");
+  sub->add_flag("--echo", a->echo,
+                "print the prompt text before the generated text (one streamed text sample)");
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");

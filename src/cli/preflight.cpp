@@ -39,7 +39,7 @@ void print_table(const dist::Group& g, const PreflightArgs& a,
   fmt::print(
       "# zaya preflight: {} rank{} ({} group): sgemm {}^3 f32 for {} s, all_reduce {} B f32, "
       "all_gather 64K i32\n",
-      g.size(), g.size() == 1 ? "" : "s", g.backend(), preflight::kSgemmN, a.opt.seconds,
+      g.size(), g.size() == 1 ? "" : "s", enum_word(g.backend()), preflight::kSgemmN, a.opt.seconds,
       a.opt.allreduce_bytes);
   fmt::print("# {:>4} {:<20} {:>13} {:>6} {:>11} {:>16} {:>15}\n", "rank", "host", "sgemm GFLOP/s",
              "ratio", "sgemm check", "collective check", "all_reduce GB/s");
@@ -70,7 +70,7 @@ nlohmann::json to_json(const dist::Group& g, const PreflightArgs& a,
                     {"allreduce_gbs", f.allreduce_gbs}});
   return {{"ok", v.ok()},
           {"ranks", g.size()},
-          {"backend", g.backend()},
+          {"backend", enum_word(g.backend())},
           {"sgemm_n", preflight::kSgemmN},
           {"seconds", a.opt.seconds},
           {"allreduce_bytes", a.opt.allreduce_bytes},

@@ -10,18 +10,19 @@
 #include <string>
 #include <string_view>
 
+#include "core/enum_words.h"
+
 namespace zaya {
 
 enum class Device : uint8_t { Cpu, Gpu };
+template <>
+struct EnumWords<Device> {
+  static constexpr std::pair<Device, std::string_view> words[] = {{Device::Cpu, "cpu"},
+                                                                  {Device::Gpu, "gpu"}};
+};
 
 inline std::string_view device_name(Device d) {
-  switch (d) {
-    case Device::Cpu:
-      return "cpu";
-    case Device::Gpu:
-      return "gpu";
-  }
-  return "?";
+  return enum_word(d);
 }
 
 // GPU memory of the backend in ops/gpu/ (declared here so core's Buffer can own device memory).

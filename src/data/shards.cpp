@@ -63,31 +63,25 @@ struct ShardWriter::State {
 };
 
 ShardWriter::ShardWriter(const std::string& path, uint32_t vocab_size)
-    : s_(std::make_unique<State>()), path_(path), tmp_(path + ".tmp"), vocab_size_(vocab_size) {
+    : s_(std::make_unique<State>()),
+      file_(std::make_unique<FileWriter>(path)),
+      path_(path),
+      vocab_size_(vocab_size) {
   ZAYA_ASSERT(s_->xxh != nullptr, "XXH3_createState failed");
   XXH3_64bits_reset(s_->xxh);
-  f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) fail("{}: cannot create token shard: {}", tmp_, errno_str());
-  unsigned char zeros[kShardHeaderBytes] = {};
-  if (std::fwrite(zeros, 1, sizeof zeros, f_) != sizeof zeros)
-    fail("{}: write failed: {}", tmp_, errno_str());
+  const unsigned char zeros[kShardHeaderBytes] = {};
+  file_->write(zeros, sizeof zeros);
 }
 
-ShardWriter::~ShardWriter() {
-  if (f_) {
-    std::fclose(f_);
-    std::remove(tmp_.c_str());
-  }
-}
+ShardWriter::~ShardWriter() = default;
 
 void ShardWriter::append(const uint32_t* tokens, size_t n) {
-  ZAYA_ASSERT(f_ != nullptr, "append to a closed shard {}", path_);
+  ZAYA_ASSERT(file_ != nullptr, "append to a closed shard {}", path_);
   for (size_t i = 0; i < n; ++i)
     ZAYA_ASSERT(tokens[i] < vocab_size_, "token {} >= vocab size {} written to {}", tokens[i],
                 vocab_size_, path_);
   if (n == 0) return;
-  if (std::fwrite(tokens, sizeof(uint32_t), n, f_) != n)
-    fail("{}: write failed: {}", tmp_, errno_str());
+  file_->write(tokens, n * sizeof(uint32_t));
   XXH3_64bits_update(s_->xxh, tokens, n * sizeof(uint32_t));
   count_ += n;
 }
@@ -97,28 +91,17 @@ uint64_t ShardWriter::checksum() const {
 }
 
 void ShardWriter::close() {
-  ZAYA_ASSERT(f_ != nullptr, "shard {} closed twice", path_);
+  ZAYA_ASSERT(file_ != nullptr, "shard {} closed twice", path_);
   unsigned char header[kShardHeaderBytes] = {};
   std::memcpy(header, kShardMagic, 8);
   put_u32(header + 8, kShardVersion);
   put_u32(header + 12, vocab_size_);
   put_u64(header + 16, count_);
   put_u64(header + 24, checksum());
-  bool ok = std::fseek(f_, 0, SEEK_SET) == 0 &&
-            std::fwrite(header, 1, sizeof header, f_) == sizeof header && std::fflush(f_) == 0 &&
-            ::fsync(::fileno(f_)) == 0;
-  std::string err = ok ? "" : errno_str();
-  ok = (std::fclose(f_) == 0) && ok;
-  f_ = nullptr;
-  if (!ok) {
-    std::remove(tmp_.c_str());
-    fail("{}: write failed: {}", tmp_, err.empty() ? errno_str() : err);
-  }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    err = errno_str();
-    std::remove(tmp_.c_str());
-    fail("cannot rename {} to {}: {}", tmp_, path_, err);
-  }
+  file_->seek(0);
+  file_->write(header, sizeof header);
+  file_->commit();
+  file_.reset();
 }
 
 void write_shard(const std::string& path, std::span<const uint32_t> tokens, uint32_t vocab_size) {
@@ -251,17 +234,7 @@ void write_manifest(const std::string& dir, const DatasetManifest& m) {
     splits[name] = {{"documents", s.documents}, {"tokens", s.tokens}, {"shards", shards}};
   }
   j["splits"] = splits;
-  const std::string path = dir + "/" + kManifestName, tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, errno_str());
-  const std::string text = j.dump(2) + "\n";
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
-                  std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", tmp, errno_str());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename {} to {}", tmp, path);
+  write_file(dir + "/" + kManifestName, j.dump(2) + "\n");
 }
 
 }  // namespace zaya

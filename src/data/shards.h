@@ -64,10 +64,10 @@ class ShardWriter {
  private:
   struct State;
   std::unique_ptr<State> s_;
-  std::string path_, tmp_;
+  std::unique_ptr<FileWriter> file_;  // null once closed
+  std::string path_;
   uint32_t vocab_size_;
   uint64_t count_ = 0;
-  std::FILE* f_ = nullptr;
 };
 
 // Writes a whole shard in one call.

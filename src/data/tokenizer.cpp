@@ -828,19 +828,7 @@ void Tokenizer::save(const std::string& path) const {
   const size_t at = text.find(quoted_mark);
   ZAYA_ASSERT(at != std::string::npos, "vocab placeholder lost");
   text.replace(at, quoted_mark.size(), vocab);
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write error (disk full?)", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    fail("{}: cannot rename {} to it: {}", path, tmp, std::strerror(err));
-  }
+  write_file(path, text);
 }
 
 }  // namespace zaya

@@ -106,12 +106,20 @@ double timeout_from_env(double timeout_s) {
 std::unique_ptr<Group> make_group(const std::string& kind, double timeout_s) {
   ZAYA_CHECK_INPUT(timeout_s > 0, "group timeout must be positive, got {} s", timeout_s);
   timeout_s = timeout_from_env(timeout_s);
-  if (kind == "single") return make_single_group();
-  if (kind == "mpi") return make_mpi_group(timeout_s);
-  if (kind == "nccl") return make_nccl_group(timeout_s);
   if (kind == "auto")
     return launched_by_mpirun_or_srun() ? make_mpi_group(timeout_s) : make_single_group();
-  fail("unknown process group kind '{}': use auto, single, mpi or nccl", kind);
+  const std::optional<Backend> backend = parse_enum<Backend>(kind);
+  if (!backend)
+    fail("unknown process group kind '{}': use auto, {}", kind, enum_choices<Backend>());
+  switch (*backend) {
+    case Backend::Single:
+      return make_single_group();
+    case Backend::Mpi:
+      return make_mpi_group(timeout_s);
+    case Backend::Nccl:
+      return make_nccl_group(timeout_s);
+  }
+  fail("unknown process group kind '{}'", kind);
 }
 
 std::unique_ptr<Group> make_group_for(Device device, double timeout_s) {

@@ -1,4 +1,4 @@
-// dist::Group: the one interface to collectives (architecture.md §1). `single` (size 1, the
+// dist::Group: the one interface to collectives (docs/architecture.md). `single` (size 1, the
 // default, every collective a copy or no-op), `mpi` (host buffers, OpenMPI) and `nccl` (GPU
 // buffers, one process per GPU; dist/nccl.cpp) implement it; the trainer calls it
 // unconditionally — there is no `if (distributed)` above this layer.
@@ -34,11 +34,25 @@
 #include <memory>
 #include <string>
 
+#include "core/enum_words.h"
 #include "core/tensor.h"
 
 namespace zaya::dist {
 
 enum class ReduceOp { Sum, Max, Min };
+
+// The implementations of Group.
+enum class Backend { Single, Mpi, Nccl };
+
+}  // namespace zaya::dist
+
+template <>
+struct zaya::EnumWords<zaya::dist::Backend> {
+  static constexpr std::pair<dist::Backend, std::string_view> words[] = {
+      {dist::Backend::Single, "single"}, {dist::Backend::Mpi, "mpi"}, {dist::Backend::Nccl, "nccl"}};
+};
+
+namespace zaya::dist {
 
 // A collective started by Group::start_reduce_scatter / start_all_gather.
 class Pending {
@@ -55,7 +69,7 @@ class Group {
   virtual ~Group() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "single", "mpi" or "nccl"
+  virtual Backend backend() const = 0;
 
   // In place: every rank ends with the elementwise reduction of buf over the ranks.
   virtual void all_reduce(const Tensor& buf, ReduceOp op = ReduceOp::Sum) = 0;

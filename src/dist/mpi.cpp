@@ -159,7 +159,7 @@ class MpiGroup final : public Group {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "mpi"; }
+  Backend backend() const override { return Backend::Mpi; }
 
   void all_reduce(const Tensor& buf, ReduceOp op) override {
     check_usable("all_reduce");

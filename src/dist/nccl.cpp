@@ -265,7 +265,7 @@ class NcclGroup final : public Group {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string backend() const override { return "nccl"; }
+  Backend backend() const override { return Backend::Nccl; }
 
   void all_reduce(const Tensor& buf, ReduceOp op) override {
     check_usable("all_reduce");

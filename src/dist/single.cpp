@@ -15,7 +15,7 @@ class SingleGroup final : public Group {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  std::string backend() const override { return "single"; }
+  Backend backend() const override { return Backend::Single; }
 
   void all_reduce(const Tensor& buf, ReduceOp) override {
     check_buffer("all_reduce", buf);

@@ -65,7 +65,7 @@ struct Engine::Impl {
   Impl(const InferModel& m, const Tokenizer* t, EngineOptions o)
       : model(m), tok(t), opt(o), decoder(m) {}
 
-  static void finish(Sequence& s, GenerationEvent ev, const char* reason) {
+  static void finish(Sequence& s, GenerationEvent ev, FinishReason reason) {
     ev.done = true;
     ev.finish_reason = reason;
     ev.prompt_tokens = int64_t(s.req.prompt.size());
@@ -145,7 +145,7 @@ bool Engine::step() {
   const ZayaConfig& c = I.model.config();
   const int64_t V = c.vocab_size;
   std::vector<std::unique_ptr<Sequence>> ended;  // finished outside the lock
-  std::vector<std::pair<std::unique_ptr<Sequence>, const char*>> ending;
+  std::vector<std::pair<std::unique_ptr<Sequence>, FinishReason>> ending;
   {
     std::lock_guard<std::mutex> lock(I.mu);
     for (uint64_t id : I.cancels) {
@@ -157,7 +157,7 @@ bool Engine::step() {
     I.cancels.clear();
     for (auto it = I.active.begin(); it != I.active.end();)
       if ((*it)->cancelled) {
-        ending.emplace_back(std::move(*it), "cancelled");
+        ending.emplace_back(std::move(*it), FinishReason::Cancelled);
         it = I.active.erase(it);
       } else {
         ++it;
@@ -166,9 +166,9 @@ bool Engine::step() {
       std::unique_ptr<Sequence> s = std::move(I.queue.front());
       I.queue.pop_front();
       if (s->cancelled)
-        ending.emplace_back(std::move(s), "cancelled");
+        ending.emplace_back(std::move(s), FinishReason::Cancelled);
       else if (s->req.sampling.max_new_tokens == 0)
-        ending.emplace_back(std::move(s), "length");
+        ending.emplace_back(std::move(s), FinishReason::Length);
       else
         I.active.push_back(std::move(s));
     }
@@ -218,25 +218,25 @@ bool Engine::step() {
     s.history.push_back(next);
     ++s.generated;
     GenerationEvent ev;
-    const char* reason = nullptr;
+    FinishReason reason = FinishReason::None;
     if (next == c.eos_token_id && !s.req.sampling.ignore_eos) {
-      reason = "stop";  // EOS ends the text and is not part of it
+      reason = FinishReason::Stop;  // EOS ends the text and is not part of it
       if (s.text) ev.text = s.text->flush();
     } else {
       ev.ids.push_back(next);
       if (s.text) {
         TextStream::Delta delta = s.text->push(next);
         ev.text = std::move(delta.text);
-        if (delta.stopped) reason = "stop";
+        if (delta.stopped) reason = FinishReason::Stop;
       }
-      if (!reason && s.generated >= s.req.sampling.max_new_tokens) {
-        reason = "length";
+      if (reason == FinishReason::None && s.generated >= s.req.sampling.max_new_tokens) {
+        reason = FinishReason::Length;
         if (s.text) ev.text += s.text->flush();
       }
     }
     ev.prompt_tokens = int64_t(s.req.prompt.size());
     ev.completion_tokens = s.generated;
-    if (reason) {
+    if (reason != FinishReason::None) {
       Impl::finish(s, std::move(ev), reason);
       s.finished = true;
     } else {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/enum_words.h"
 #include "infer/sampler.h"
 
 namespace zaya {
@@ -31,11 +32,23 @@ struct GenerationRequest {
   SamplingParams sampling;
 };
 
+// Why a request ended: stop (EOS or a stop string), length (max_new_tokens or the context),
+// cancelled (the client went away or the server stops). None: not ended yet.
+enum class FinishReason { None, Stop, Length, Cancelled };
+template <>
+struct EnumWords<FinishReason> {
+  static constexpr std::pair<FinishReason, std::string_view> words[] = {
+      {FinishReason::None, ""},
+      {FinishReason::Stop, "stop"},
+      {FinishReason::Length, "length"},
+      {FinishReason::Cancelled, "cancelled"}};
+};
+
 struct GenerationEvent {
   std::string text;           // newly emitted text (empty without a tokenizer)
   std::vector<int32_t> ids;   // newly generated ids
   bool done = false;          // the last event of the request
-  std::string finish_reason;  // when done: "stop" (EOS or a stop string), "length", "cancelled"
+  FinishReason finish_reason = FinishReason::None;  // set on the last event
   int64_t prompt_tokens = 0;  // filled on every event
   int64_t completion_tokens = 0;
 };

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "core/assert.h"
 
@@ -95,22 +96,72 @@ uint64_t file_xxh3(const std::string& path, bool sync, uint64_t* bytes) {
   return XXH3_64bits(f.data(), f.size());
 }
 
-void write_text_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, errno_str());
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0;
-  std::string err = ok ? "" : errno_str();
-  if (std::fclose(f) != 0 && ok) ok = false, err = errno_str();
-  if (!ok) {
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", tmp, err);
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : 0));
+  if (fd < 0) fail("{}: cannot open for fsync: {}", path, errno_str());
+  const bool ok = ::fsync(fd) == 0;
+  const std::string err = ok ? "" : errno_str();
+  ::close(fd);
+  if (!ok) fail("{}: fsync failed: {}", path, err);
+}
+
+FileWriter::FileWriter(std::string path, WriteMode mode)
+    : path_(std::move(path)), writing_(mode.atomic ? path_ + ".tmp" : path_), mode_(mode) {
+  f_ = std::fopen(writing_.c_str(), "wb");
+  if (!f_) fail("{}: cannot create: {}", writing_, errno_str());
+}
+
+FileWriter::~FileWriter() {
+  if (!f_) return;
+  std::fclose(f_);
+  std::remove(writing_.c_str());
+}
+
+void FileWriter::fail_and_discard(const char* what) {
+  const std::string err = errno_str();
+  if (f_) std::fclose(f_);
+  f_ = nullptr;
+  std::remove(writing_.c_str());
+  fail("{}: {} failed: {}", writing_, what, err);
+}
+
+void FileWriter::write(const void* data, size_t bytes) {
+  ZAYA_ASSERT(f_, "{}: write after commit", path_);
+  if (bytes > 0 && std::fwrite(data, 1, bytes, f_) != bytes) fail_and_discard("write");
+}
+
+void FileWriter::seek(uint64_t offset) {
+  ZAYA_ASSERT(f_, "{}: seek after commit", path_);
+  if (std::fseek(f_, long(offset), SEEK_SET) != 0) fail_and_discard("seek");
+}
+
+void FileWriter::commit() {
+  ZAYA_ASSERT(f_, "{}: committed twice", path_);
+  if (std::fflush(f_) != 0) fail_and_discard("write");
+  if (mode_.fsync && ::fsync(::fileno(f_)) != 0) fail_and_discard("fsync");
+  const int closed = std::fclose(f_);
+  f_ = nullptr;
+  if (closed != 0) {
+    const std::string err = errno_str();
+    std::remove(writing_.c_str());
+    fail("{}: close failed: {}", writing_, err);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno_str();
-    std::remove(tmp.c_str());
-    fail("cannot rename {} to {}: {}", tmp, path, err);
+  if (!mode_.atomic) return;
+  if (std::rename(writing_.c_str(), path_.c_str()) != 0) {
+    const std::string err = errno_str();
+    std::remove(writing_.c_str());
+    fail("cannot rename {} to {}: {}", writing_, path_, err);
   }
+  if (mode_.fsync) {
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    fsync_path(dir.empty() ? "." : dir, /*directory=*/true);
+  }
+}
+
+void write_file(const std::string& path, std::string_view bytes, WriteMode mode) {
+  FileWriter w(path, mode);
+  w.write(bytes.data(), bytes.size());
+  w.commit();
 }
 
 }  // namespace zaya

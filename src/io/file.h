@@ -1,8 +1,10 @@
 // File helpers with user-facing errors (zaya::Error naming the path): whole-file reads, read-only
-// mappings, checksums, and the errno / hex formatting every reader and writer shares.
+// mappings, checksums, the one way every writer puts a file on disk (write_file / FileWriter),
+// and the errno / hex formatting every reader and writer shares.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -11,8 +13,47 @@ namespace zaya {
 
 // Reads `path` whole; `what` names the file's role in the error ("token file", "config file").
 std::string read_text_file(const std::string& path, std::string_view what);
-// Writes `text` to `path` atomically (temporary file + rename); zaya::Error naming the path.
-void write_text_file_atomic(const std::string& path, const std::string& text);
+// How a written file reaches the disk. The default suits every file a user or a resumed run reads
+// back: a crash leaves the old file or the new one, never a part, and neither is lost to a power
+// cut once the call returns.
+struct WriteMode {
+  // Write PATH.tmp, then rename it over PATH (off: write PATH in place, e.g. inside a directory
+  // that is itself renamed into place when complete).
+  bool atomic = true;
+  // fsync the data before it counts as written (and, when atomic, the directory after the rename).
+  bool fsync = true;
+};
+
+// Writes `bytes` to `path` as `mode` says; zaya::Error naming the path (a failed atomic write
+// leaves no temporary behind and the old file untouched).
+void write_file(const std::string& path, std::string_view bytes, WriteMode mode = {});
+
+// The same for a file written in pieces (safetensors, token shards): write() appends, seek()
+// moves the write position, commit() makes the file final as write_file does. Destroyed without a
+// commit (an error on the way), it removes what it wrote.
+class FileWriter {
+ public:
+  FileWriter(std::string path, WriteMode mode = {});
+  ~FileWriter();
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  void write(const void* data, size_t bytes);
+  void seek(uint64_t offset);
+  void commit();
+  // The file being written (PATH.tmp while atomic and not yet committed).
+  const std::string& writing() const { return writing_; }
+
+ private:
+  void fail_and_discard(const char* what);
+  std::string path_, writing_;
+  WriteMode mode_;
+  std::FILE* f_ = nullptr;
+};
+
+// fsync of a file or a directory (a new or renamed entry is durable once its directory is);
+// zaya::Error naming it.
+void fsync_path(const std::string& path, bool directory);
 
 // strerror(errno) as a string (call it before anything else can touch errno).
 std::string errno_str();

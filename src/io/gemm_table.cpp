@@ -285,7 +285,7 @@ Table load_table(const std::string& path) {
 }
 
 void save_table(const std::string& path, const Table& t) {
-  write_text_file_atomic(path, format_table(t));
+  write_file(path, format_table(t));
 }
 
 std::string format_untuned(const std::vector<GemmKey>& keys) {

@@ -197,7 +197,7 @@ void save_model_dir(const std::string& dir, const ZayaConfig& c,
     for (const auto& nt : shards[k]) weight_map[nt.first] = file;
   }
   nlohmann::ordered_json j = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  write_text_file_atomic(index.string(), j.dump(2) + "\n");
+  write_file(index.string(), j.dump(2) + "\n");
 }
 
 }  // namespace zaya

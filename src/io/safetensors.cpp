@@ -358,35 +358,11 @@ void save_safetensors(const std::string& path,
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("{}: cannot create: {}", tmp, errno_str());
-  auto write_or_fail = [&](const void* p, size_t n) {
-    if (n == 0 || std::fwrite(p, 1, n, f) == n) return;
-    std::string err = errno_str();
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    fail("{}: write failed: {}", tmp, err);
-  };
-  write_or_fail(len_bytes, 8);
-  write_or_fail(text.data(), text.size());
-  for (const auto& [name, t] : tensors) write_or_fail(t.data, t.nbytes());
-  if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0) {
-    std::string err = errno_str();
-    std::fclose(f);
-    std::remove(tmp.c_str());
-    fail("{}: flush failed: {}", tmp, err);
-  }
-  if (std::fclose(f) != 0) {
-    std::string err = errno_str();
-    std::remove(tmp.c_str());
-    fail("{}: close failed: {}", tmp, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = errno_str();
-    std::remove(tmp.c_str());
-    fail("cannot rename {} to {}: {}", tmp, path, err);
-  }
+  FileWriter f(path);
+  f.write(len_bytes, 8);
+  f.write(text.data(), text.size());
+  for (const auto& [name, t] : tensors) f.write(t.data, t.nbytes());
+  f.commit();
 }
 
 }  // namespace zaya

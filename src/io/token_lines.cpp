@@ -98,15 +98,7 @@ void write_token_lines(const std::string& path, const TokenLines& lines) {
     }
     text += '\n';
   }
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) fail("{}: cannot create token file: {}", path, std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  std::string err = ok ? "" : std::strerror(errno);
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = std::strerror(errno);
-  }
-  if (!ok) fail("{}: write failed: {}", path, err);
+  write_file(path, text);
 }
 
 }  // namespace zaya

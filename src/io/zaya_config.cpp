@@ -415,7 +415,7 @@ ZayaConfig original_config_from_json(const json& j) {
 }  // namespace
 
 const char* semantics_name(Semantics s) {
-  return s == Semantics::Native ? "native" : "original";
+  return enum_word(s).data();
 }
 
 const char* schema_name(ConfigSchema s) {
@@ -500,7 +500,7 @@ nlohmann::json config_to_json(const ZayaConfig& c) {
 
 void save_config(const ZayaConfig& c, const std::string& path) {
   validate_config(c);
-  write_text_file_atomic(path, config_to_json(c).dump(2) + "\n");
+  write_file(path, config_to_json(c).dump(2) + "\n");
 }
 
 }  // namespace zaya

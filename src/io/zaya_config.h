@@ -1,6 +1,7 @@
 // ZayaConfig: the ZAYA1 config.json schema (spec §1) as a struct, plus the derived sizes the model
 // uses. Parsing, validation (naming the bad field) and writing live in zaya_config.cpp.
 #pragma once
+#include "core/enum_words.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -18,6 +19,11 @@ namespace zaya {
 //             clamped below at float32's epsilon.
 // Both take the router norm's eps from the model's one norm eps (norm_epsilon = rms_norm_eps, C1).
 enum class Semantics { Original, Native };
+template <>
+struct EnumWords<Semantics> {
+  static constexpr std::pair<Semantics, std::string_view> words[] = {
+      {Semantics::Original, "original"}, {Semantics::Native, "native"}};
+};
 // The config.json schema a file was read in.
 enum class ConfigSchema {
   OriginalLists,   // S1: zaya_layers plus per-sub-layer lists (ZAYA1-base)

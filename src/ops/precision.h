@@ -17,6 +17,16 @@ namespace zaya::ops {
 
 enum class MatmulPrecision { F32, BF16 };
 
+}  // namespace zaya::ops
+
+template <>
+struct zaya::EnumWords<zaya::ops::MatmulPrecision> {
+  static constexpr std::pair<ops::MatmulPrecision, std::string_view> words[] = {
+      {ops::MatmulPrecision::F32, "fp32"}, {ops::MatmulPrecision::BF16, "bf16"}};
+};
+
+namespace zaya::ops {
+
 const char* matmul_precision_name(MatmulPrecision p);  // "fp32" | "bf16" (train.precision's words)
 MatmulPrecision parse_matmul_precision(std::string_view word);  // zaya::Error for another word
 

@@ -17,6 +17,7 @@
 
 #include "core/assert.h"
 #include "core/heartbeat.h"
+#include "core/log.h"
 
 namespace zaya::faults {
 
@@ -276,6 +277,19 @@ bool corrupt_checkpoint_due(int64_t step) {
   for (const FaultSpec& f : p.specs)
     if (f.kind == Kind::CorruptCheckpoint && f.step == step && p.take(f)) return true;
   return false;
+}
+
+void corrupt_checkpoint(const std::string& dir) {
+  const std::string file = dir + "/model/model.safetensors";
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(0, std::ios::end);
+  const std::streamoff middle = f.tellg() / 2;
+  f.seekg(middle);
+  const char byte = char(f.get());
+  f.seekp(middle);
+  f.put(char(~byte));
+  if (!f) fail("fault injection: cannot corrupt {}", file);
+  log_info("fault: corrupted {} (byte {})", file, int64_t(middle));
 }
 
 PreflightFault preflight_fault(int rank) {

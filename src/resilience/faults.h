@@ -51,6 +51,9 @@ void at_checkpoint_write(int64_t step);
 // Whether step's complete checkpoint is to be corrupted now (corrupt-checkpoint@step:N); marks
 // it fired.
 bool corrupt_checkpoint_due(int64_t step);
+// Flips a byte in the middle of the complete checkpoint's weights (DIR/model/model.safetensors),
+// so that it no longer verifies.
+void corrupt_checkpoint(const std::string& dir);
 
 // `zaya preflight`'s sgemm check on this rank: extra seconds inside the timed product (slow) and
 // whether its result is to be poisoned (nan).

@@ -243,7 +243,7 @@ json goodput_report(const GoodputInput& in) {
     for (const json& e : a.events.rollbacks) rollbacks.push_back(e);
     for (const json& e : a.events.stragglers) stragglers.push_back(e);
   }
-  return {{"outcome", in.outcome},
+  return {{"outcome", std::string(enum_word(in.outcome))},
           {"wall_s", wall},
           {"productive_s", productive},
           {"goodput", wall > 0 ? productive / wall : 0.0},

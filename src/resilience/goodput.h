@@ -20,6 +20,7 @@
 // Inside one attempt the job's own durations (setup_s, step_s, after_s) are trusted; if with the
 // detection they exceed the attempt's measured length, they are scaled down to fit.
 #pragma once
+#include "core/enum_words.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -69,11 +70,24 @@ struct AttemptRecord {
   AttemptEvents events;
 };
 
+// How the supervised job ended: it completed; the restarts ran out; an attempt made no progress
+// (the same failure before the first step, every time); or it was stopped (a signal, a failed
+// pre-flight check).
+enum class JobOutcome { Completed, RestartsSpent, NoProgress, Stopped };
+template <>
+struct EnumWords<JobOutcome> {
+  static constexpr std::pair<JobOutcome, std::string_view> words[] = {
+      {JobOutcome::Completed, "completed"},
+      {JobOutcome::RestartsSpent, "restarts spent"},
+      {JobOutcome::NoProgress, "no progress"},
+      {JobOutcome::Stopped, "stopped"}};
+};
+
 struct GoodputInput {
   double start_s = 0, end_s = 0;  // the supervisor's own run
   std::vector<AttemptRecord> attempts;
   std::vector<FiredFault> faults;
-  std::string outcome;  // "completed", "restarts spent", "no progress", "stopped", ...
+  JobOutcome outcome = JobOutcome::Completed;
 };
 
 // The report, one JSON object (seconds are wall seconds; times of attempts are from the

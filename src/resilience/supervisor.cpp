@@ -13,10 +13,12 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <map>
 #include <thread>
 
 #include "core/assert.h"
+#include "io/file.h"
 #include "resilience/subprocess.h"
 #include "resilience/faults.h"
 #include "resilience/goodput.h"
@@ -248,9 +250,7 @@ bool run_preflight(const SuperviseOptions& opt) {
 }
 
 void write_report(const nlohmann::json& report, const std::string& path) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << report.dump(2) << "\n";
-  ZAYA_CHECK_INPUT(f.good(), "cannot write the goodput report {}", path);
+  write_file(path, report.dump(2) + "\n");
 }
 
 }  // namespace
@@ -316,30 +316,31 @@ int supervise(const SuperviseOptions& opt) {
   std::vector<std::string> argv = opt.launcher;
   argv.insert(argv.end(), opt.command.begin(), opt.command.end());
   int no_progress = 0;
-  if (opt.preflight && !run_preflight(opt)) in.outcome = "stopped";
-  for (int n = 1; in.outcome.empty(); ++n) {
+  std::optional<JobOutcome> outcome;
+  if (opt.preflight && !run_preflight(opt)) outcome = JobOutcome::Stopped;
+  for (int n = 1; !outcome; ++n) {
     Attempt a{opt, dir, {}};
     a.run(n, argv);
     in.attempts.push_back(a.rec);
     const AttemptRecord& rec = in.attempts.back();
     if (rec.end == AttemptEnd::Completed) {
-      in.outcome = "completed";
+      outcome = JobOutcome::Completed;
       break;
     }
     if (rec.end == AttemptEnd::Stopped) {
-      in.outcome = "stopped";
+      outcome = JobOutcome::Stopped;
       break;
     }
     no_progress = a.any_step ? 0 : no_progress + 1;
     if (no_progress >= opt.max_no_progress) {
-      in.outcome = "no progress";
+      outcome = JobOutcome::NoProgress;
       error =
           fmt::format("the job fails before its first step every time ({} attempts in a row): {}",
                       no_progress, rec.cause);
       break;
     }
     if (n > opt.max_restarts) {
-      in.outcome = "restarts spent";
+      outcome = JobOutcome::RestartsSpent;
       error = fmt::format("the job failed {} time(s), restarts spent (--max-restarts {}); last: {}",
                           n, opt.max_restarts, rec.cause);
       break;
@@ -348,10 +349,11 @@ int supervise(const SuperviseOptions& opt) {
     for (const double until = now_s() + opt.restart_delay_s; !g_stop && now_s() < until;)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (g_stop) {
-      in.outcome = "stopped";
+      outcome = JobOutcome::Stopped;
       break;
     }
   }
+  in.outcome = *outcome;
   in.faults = parse_faults_fired(read_text(dir + "/faults_fired.txt"));
   in.end_s = now_s();
   const nlohmann::json report = goodput_report(in);
@@ -359,7 +361,7 @@ int supervise(const SuperviseOptions& opt) {
   if (!opt.report.empty()) write_report(report, opt.report);
   std::fputs(goodput_summary(report).c_str(), stderr);
   say("report: {}/goodput.json", dir);
-  if (in.outcome == "stopped") return 130;
+  if (in.outcome == JobOutcome::Stopped) return 130;
   if (!error.empty()) fail("{}", error);
   return 0;
 }

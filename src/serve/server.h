@@ -1,5 +1,5 @@
 // HttpServer: the OpenAI-compatible HTTP front of an Engine (cpp-httplib). Routes:
-//   POST /v1/completions, POST /v1/chat/completions   (openai_api.h: parsing, shapes, template)
+//   POST /v1/completions, POST /v1/chat/completions   (openai_request.h: parsing, template; openai_response.h: shapes)
 //   GET  /v1/models, GET /v1/models/{id}, GET /health  ({"status":"ok", "in_flight", and the
 //   engine's prompt_tokens / generated_tokens totals)
 // Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 404 unknown
@@ -20,7 +20,8 @@
 #include <memory>
 #include <string>
 
-#include "serve/openai_api.h"
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
 
 namespace zaya {
 

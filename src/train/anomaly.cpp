@@ -20,10 +20,20 @@ double AnomalyDetector::z_score(const std::deque<double>& w, double x) const {
   return (x - mean) / sd;
 }
 
+const char* anomaly_kind_name(AnomalyKind k) {
+  switch (k) {
+    case AnomalyKind::None: return "none";
+    case AnomalyKind::NonFinite: return "nonfinite";
+    case AnomalyKind::LossSpike: return "loss_spike";
+    case AnomalyKind::GradSpike: return "grad_spike";
+  }
+  return "?";
+}
+
 AnomalyVerdict AnomalyDetector::observe(double loss, double grad_norm) {
   AnomalyVerdict v;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-    v.anomaly = true, v.kind = "nonfinite";
+    v.anomaly = true, v.kind = AnomalyKind::NonFinite;
     return v;
   }
   if (judging()) {
@@ -31,7 +41,7 @@ AnomalyVerdict AnomalyDetector::observe(double loss, double grad_norm) {
     v.z = std::max(zl, zg);
     if (zl > c_.z || zg > c_.z) {
       v.anomaly = true;
-      v.kind = zl >= zg ? "loss_spike" : "grad_spike";
+      v.kind = zl >= zg ? AnomalyKind::LossSpike : AnomalyKind::GradSpike;
       return v;
     }
   }

@@ -2,7 +2,7 @@
 // by its z-score against the window of the accepted steps before it. A spike (z above the
 // threshold, upward only: a falling loss is never an anomaly) or a non-finite value is an anomaly;
 // the trainer skips that step's update, and after K anomalies in a row rolls back to the previous
-// checkpoint (trainer.cpp). Anomalous values never enter the window. The window is part of the
+// checkpoint (train/recovery.h). Anomalous values never enter the window. The window is part of the
 // checkpoint (to_json), so a resumed run judges every later step as the uninterrupted one does.
 #pragma once
 #include <cstdint>
@@ -17,10 +17,14 @@ struct AnomalyConfig {
   double z = 6;         // threshold; 0: spikes are not judged (non-finite values still are)
 };
 
+enum class AnomalyKind { None, NonFinite, LossSpike, GradSpike };
+// "none", "nonfinite", "loss_spike", "grad_spike": the kind in run events.
+const char* anomaly_kind_name(AnomalyKind k);
+
 struct AnomalyVerdict {
   bool anomaly = false;
-  std::string kind;  // "nonfinite", "loss_spike" or "grad_spike"
-  double z = 0;      // the larger of the two z-scores (0 while the window fills)
+  AnomalyKind kind = AnomalyKind::None;
+  double z = 0;  // the larger of the two z-scores (0 while the window fills)
 };
 
 class AnomalyDetector {

@@ -57,4 +57,24 @@ std::span<double> RoutingCounts::layer(int64_t i) {
   return std::span<double>(counts_).subspan(size_t(offset_[size_t(i)]), size_t(size_[size_t(i)]));
 }
 
+double expert_load_entropy(const ZayaConfig& c, const RoutingCounts& counts) {
+  double sum = 0;
+  int layers = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    const int64_t n = c.is_attention(i) ? 0 : c.num_experts(i);
+    if (n < 2) continue;
+    const std::span<const double> k = counts.layer(i);
+    double total = 0, h = 0;
+    for (int64_t e = 0; e < n; ++e) total += k[size_t(e)];
+    if (total == 0) continue;
+    for (int64_t e = 0; e < n; ++e) {
+      const double p = k[size_t(e)] / total;
+      if (p > 0) h -= p * std::log(p);
+    }
+    sum += h / std::log(double(n));
+    ++layers;
+  }
+  return layers ? sum / layers : 1.0;
+}
+
 }  // namespace zaya

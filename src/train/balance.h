@@ -41,4 +41,8 @@ class RoutingCounts {
   Buffer device_counts_;  // F64, counts_'s size: the running sums on a GPU (empty on the CPU)
 };
 
+// The mean over MoE sub-layers of the normalised entropy of the real experts' token shares (1 =
+// an even load, 0 = one expert takes every token): the step line's expert_entropy.
+double expert_load_entropy(const ZayaConfig& c, const RoutingCounts& counts);
+
 }  // namespace zaya

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/assert.h"
+#include "io/file.h"
 #include "io/json_parse.h"
 
 namespace zaya {
@@ -52,23 +53,8 @@ MetricsLog::MetricsLog(const std::string& path, int64_t start_step) : path_(path
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   if (fs::is_regular_file(path, ec)) {  // not a device or a pipe (nothing to cut back there)
-    // Rewrite the kept prefix through a temporary + rename, so a crash here loses nothing.
-    const std::string kept = kept_prefix(path, start_step, kept_);
-    const std::string tmp = path + ".tmp";
-    std::FILE* t = std::fopen(tmp.c_str(), "wb");
-    if (!t) fail("metrics file {}: cannot create {}: {}", path, tmp, std::strerror(errno));
-    try {
-      write_all(t, kept, tmp);
-      if (::fsync(fileno(t)) != 0)
-        fail("metrics file {}: fsync failed: {}", tmp, std::strerror(errno));
-    } catch (...) {
-      std::fclose(t);
-      fs::remove(tmp, ec);
-      throw;
-    }
-    std::fclose(t);
-    fs::rename(tmp, path, ec);
-    if (ec) fail("metrics file {}: cannot replace it: {}", path, ec.message());
+    // Rewritten atomically, so a crash here loses nothing.
+    write_file(path, kept_prefix(path, start_step, kept_));
   }
   f_ = std::fopen(path.c_str(), "ab");
   if (!f_) fail("cannot open metrics file {}: {}", path, std::strerror(errno));

@@ -6,24 +6,6 @@
 
 namespace zaya {
 
-const char* schedule_name(ScheduleKind k) {
-  switch (k) {
-    case ScheduleKind::Cosine:
-      return "cosine";
-    case ScheduleKind::Wsd:
-      return "wsd";
-    case ScheduleKind::Constant:
-      return "constant";
-  }
-  return "?";
-}
-
-std::optional<ScheduleKind> parse_schedule(const std::string& name) {
-  for (ScheduleKind k : {ScheduleKind::Cosine, ScheduleKind::Wsd, ScheduleKind::Constant})
-    if (name == schedule_name(k)) return k;
-  return std::nullopt;
-}
-
 double Schedule::lr(int64_t step) const {
   const int64_t s = step + 1;  // 1-based: the step line's number
   if (s <= warmup) return peak * double(s) / double(warmup);

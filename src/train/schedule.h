@@ -12,14 +12,18 @@
 // - Constant: peak after warm-up.
 #pragma once
 #include <cstdint>
-#include <optional>
-#include <string>
+#include <string_view>
+
+#include "core/enum_words.h"
 
 namespace zaya {
 
 enum class ScheduleKind { Cosine, Wsd, Constant };
-const char* schedule_name(ScheduleKind k);                            // "cosine", "wsd", "constant"
-std::optional<ScheduleKind> parse_schedule(const std::string& name);  // nullopt if unknown
+template <>
+struct EnumWords<ScheduleKind> {
+  static constexpr std::pair<ScheduleKind, std::string_view> words[] = {
+      {ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Wsd, "wsd"}, {ScheduleKind::Constant, "constant"}};
+};
 
 struct Schedule {
   ScheduleKind kind = ScheduleKind::Cosine;

@@ -12,6 +12,24 @@
 
 namespace zaya {
 
+ResumeFrom ResumeFrom::parse(std::string_view word) {
+  if (word == "auto") return {};
+  if (word == "none") return {Kind::None, ""};
+  return {Kind::Dir, std::string(word)};
+}
+
+std::string ResumeFrom::word() const {
+  switch (kind) {
+    case Kind::Auto:
+      return "auto";
+    case Kind::None:
+      return "none";
+    case Kind::Dir:
+      return dir;
+  }
+  return "?";
+}
+
 const std::vector<TrainField>& train_fields() {
   using C = TrainConfig;
   using O = OptimConfig;
@@ -171,11 +189,6 @@ const T& ref(const TrainConfig& c, T OptimConfig::*p) {
   return c.optim.*p;
 }
 
-std::string schedule_choices() {
-  return fmt::format("{}, {} or {}", schedule_name(ScheduleKind::Cosine),
-                     schedule_name(ScheduleKind::Wsd), schedule_name(ScheduleKind::Constant));
-}
-
 // Sets a field from a TOML node, checking its type.
 void set_from_node(TrainConfig& c, const TrainField& f, const toml::node& n,
                    const std::string& where) {
@@ -186,9 +199,14 @@ void set_from_node(TrainConfig& c, const TrainField& f, const toml::node& n,
         if constexpr (std::is_same_v<T, std::string>) {
           if (!n.is_string()) fail("{}key '{}' must be a string", where, f.key);
           v = *n.value<std::string>();
-        } else if constexpr (std::is_same_v<T, ScheduleKind>) {
-          const auto k = n.is_string() ? parse_schedule(*n.value<std::string>()) : std::nullopt;
-          if (!k) fail("{}key '{}' must be {}", where, f.key, schedule_choices());
+        } else if constexpr (std::is_same_v<T, ResumeFrom>) {
+          if (!n.is_string()) fail("{}key '{}' must be a string", where, f.key);
+          v = ResumeFrom::parse(*n.value<std::string>());
+        } else if constexpr (WordEnum<T>) {
+          if (!n.is_string()) fail("{}key '{}' must be {}", where, f.key, enum_choices<T>());
+          const std::string word = *n.value<std::string>();
+          const std::optional<T> k = parse_enum<T>(word);
+          if (!k) fail("{}key '{}' must be {}, got '{}'", where, f.key, enum_choices<T>(), word);
           v = *k;
         } else if constexpr (std::is_same_v<T, int64_t>) {
           if (!n.is_integer()) fail("{}key '{}' must be an integer", where, f.key);
@@ -209,8 +227,11 @@ nlohmann::json field_json(const TrainConfig& c, const TrainField& f) {
   return std::visit(
       [&](auto ptr) -> nlohmann::json {
         const auto& v = ref(c, ptr);
-        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(v)>, ScheduleKind>)
-          return schedule_name(v);
+        using T = std::remove_cvref_t<decltype(v)>;
+        if constexpr (WordEnum<T>)
+          return std::string(enum_word(v));
+        else if constexpr (std::is_same_v<T, ResumeFrom>)
+          return v.word();
         else
           return v;
       },
@@ -263,8 +284,12 @@ void apply_override(TrainConfig& c, const std::string& assignment) {
     t = toml::table{{"v", value}};
   }
   const toml::node* n = t.get("v");
-  const bool wants_string = std::holds_alternative<std::string TrainConfig::*>(f->ptr) ||
-                            std::holds_alternative<ScheduleKind OptimConfig::*>(f->ptr);
+  const bool wants_string = std::visit(
+      [](auto ptr) {
+        using T = std::remove_cvref_t<decltype(ref(std::declval<TrainConfig&>(), ptr))>;
+        return std::is_same_v<T, std::string> || std::is_same_v<T, ResumeFrom> || WordEnum<T>;
+      },
+      f->ptr);
   if (wants_string && !n->is_string()) t.insert_or_assign("v", value), n = t.get("v");
   const bool wants_double = std::holds_alternative<double TrainConfig::*>(f->ptr) ||
                             std::holds_alternative<double OptimConfig::*>(f->ptr);
@@ -303,26 +328,18 @@ void validate_train_config(const TrainConfig& c) {
   }
   if (!(c.optim.min_lr <= c.optim.lr))
     fail("key 'optim.min_lr' must be in [0, optim.lr], got {}", c.optim.min_lr);
-  if (c.device != "cpu" && c.device != "gpu")
-    fail("key 'train.device' must be cpu or gpu, got '{}'", c.device);
-  if (c.precision != "fp32" && c.precision != "bf16")
-    fail("key 'train.precision' must be fp32 or bf16, got '{}'", c.precision);
-  if (c.activations != "auto" && c.activations != "fp32" && c.activations != "bf16")
-    fail("key 'train.activations' must be auto, fp32 or bf16, got '{}'", c.activations);
-  if (c.precision == "bf16" && c.device != "gpu")
+  if (c.precision == ops::MatmulPrecision::BF16 && c.device != Device::Gpu)
     fail(
         "key 'train.precision' = bf16 needs train.device = gpu (the CPU trains in fp32); set "
         "train.precision = fp32 or train.device = gpu");
-  if (!c.gemm_table.empty() && c.device != "gpu")
+  if (!c.gemm_table.empty() && c.device != Device::Gpu)
     fail(
         "key 'train.gemm_table' needs train.device = gpu (it tunes GPU GEMMs); drop the key or "
         "set train.device = gpu");
-  if (c.optim.muon_bf16 && c.device != "gpu")
+  if (c.optim.muon_bf16 && c.device != Device::Gpu)
     fail(
         "key 'optim.muon_bf16' = true needs train.device = gpu (the CPU's Newton–Schulz is F32); "
         "set optim.muon_bf16 = false or train.device = gpu");
-  if (c.checkpoint_layout != "original" && c.checkpoint_layout != "native")
-    fail("key 'checkpoint.layout' must be original or native, got '{}'", c.checkpoint_layout);
   if (c.dataset.empty()) fail("key 'data.dataset' is required (a `zaya data prepare` output)");
   if (c.model_config.empty() && c.init_from.empty())
     fail("key 'model.config' (or 'model.init_from') is required");

@@ -10,9 +10,36 @@
 #include <variant>
 #include <vector>
 
+#include "core/device.h"
+#include "core/enum_words.h"
+#include "io/zaya_config.h"
+#include "ops/precision.h"
 #include "train/optim_config.h"
 
 namespace zaya {
+
+// train.activations: how the activations saved for backward are stored (model/activations.h;
+// bf16: the large ones a sub-layer reads only itself as bf16 copies, about a third less memory;
+// auto: bf16 when train.precision is bf16, else fp32). bf16 works on the CPU too.
+enum class ActivationsSetting { Auto, Fp32, Bf16 };
+template <>
+struct EnumWords<ActivationsSetting> {
+  static constexpr std::pair<ActivationsSetting, std::string_view> words[] = {
+      {ActivationsSetting::Auto, "auto"},
+      {ActivationsSetting::Fp32, "fp32"},
+      {ActivationsSetting::Bf16, "bf16"}};
+};
+
+// checkpoint.resume: the newest valid checkpoint under checkpoint.dir ("auto"), a fresh start
+// ("none"), or the checkpoint directory it names.
+struct ResumeFrom {
+  enum class Kind { Auto, None, Dir };
+  Kind kind = Kind::Auto;
+  std::string dir;  // Kind::Dir only
+  static ResumeFrom parse(std::string_view word);  // "auto" | "none" | a directory
+  std::string word() const;
+  bool operator==(const ResumeFrom&) const = default;
+};
 
 struct TrainConfig {
   // [model]
@@ -28,17 +55,13 @@ struct TrainConfig {
   int64_t grad_accum = 1;
   int64_t steps = 1000;
   int64_t seed = 1234;
-  // cpu | gpu: where the parameters, gradients, optimizer state and activations live (gpu: one
-  // process, a build with a GPU backend on a machine with a GPU; fp32 like the CPU).
-  std::string device = "cpu";
-  // fp32 | bf16: the GEMM inputs' precision (bf16: rounded to bf16, fp32 accumulation and
-  // outputs; master weights, optimizer state, norms, softmax, router and loss stay fp32). bf16
-  // needs train.device = gpu.
-  std::string precision = "fp32";
-  // auto | fp32 | bf16: how the activations saved for backward are stored (model/activations.h;
-  // bf16: the large ones a sub-layer reads only itself as bf16 copies, about a third less memory;
-  // auto: bf16 when train.precision is bf16, else fp32). bf16 works on the CPU too.
-  std::string activations = "auto";
+  // Where the parameters, gradients, optimizer state and activations live (gpu: one process per
+  // GPU, a build with a GPU backend on a machine with a GPU; fp32 like the CPU).
+  Device device = Device::Cpu;
+  // The GEMM inputs' precision (bf16: rounded to bf16, fp32 accumulation and outputs; master
+  // weights, optimizer state, norms, softmax, router and loss stay fp32). bf16 needs a GPU.
+  ops::MatmulPrecision precision = ops::MatmulPrecision::F32;
+  ActivationsSetting activations = ActivationsSetting::Auto;
   // A GEMM table of `zaya tune gemm` (io/gemm_table.h) loaded at start; needs train.device = gpu.
   std::string gemm_table;
   int64_t log_every = 1;
@@ -61,17 +84,19 @@ struct TrainConfig {
   std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;
   int64_t keep_last = 3;
-  std::string resume = "auto";  // auto | none | a checkpoint directory
+  ResumeFrom resume;
   bool async_checkpoint = true;
   // original (ZAYA1-base's layout) | native (transformers' own ZAYA): the model directory's layout,
   // and so the semantics the model trains with (docs/checkpoint-layouts.md).
-  std::string checkpoint_layout = "original";
+  Semantics checkpoint_layout = Semantics::Original;
 };
 
 // A key's storage: a TrainConfig member or a member of its [optim] section.
 using FieldPtr =
     std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, double TrainConfig::*,
-                 bool TrainConfig::*, int64_t OptimConfig::*, double OptimConfig::*,
+                 bool TrainConfig::*, Device TrainConfig::*, ops::MatmulPrecision TrainConfig::*,
+                 ActivationsSetting TrainConfig::*, Semantics TrainConfig::*,
+                 ResumeFrom TrainConfig::*, int64_t OptimConfig::*, double OptimConfig::*,
                  bool OptimConfig::*, ScheduleKind OptimConfig::*>;
 
 // The values a numeric key accepts: lo..hi, each end open or closed.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/trainer_state.h"
 #include "data/loader.h"
 #include "train/train_config.h"
 
@@ -49,34 +50,6 @@ struct TrainOptions {
   // process alone.
   dist::Group* group = nullptr;
 };
-
-// The data window of one step (global_rows rows from `at`): recorded for an anomalous step, and
-// skipped from then on once a rollback has discarded it.
-struct DataWindow {
-  int64_t step = 0;  // the step that read it
-  LoaderState at;
-  int64_t rows = 0;
-  bool operator==(const DataWindow&) const = default;
-};
-
-// Where a run stands: what trainer_state.json holds, so a run continues from it exactly.
-struct TrainerState {
-  int64_t step = 0;             // optimizer steps done (skipped ones included)
-  int64_t optimizer_steps = 0;  // updates applied
-  int64_t skipped = 0;          // steps skipped for a non-finite loss or gradient norm
-  LoaderState data;             // the training data position (global rows: any rank count)
-  int64_t world_size = 1;       // ranks that wrote it
-  int64_t global_batch_rows = 0;
-  nlohmann::json config;  // the TrainConfig of the run (train_config_to_json)
-  // Fault handling: the anomaly detector's window, the anomalous steps in a row so far (their
-  // windows) and the windows skipped after rollbacks (train/anomaly.h).
-  nlohmann::json anomaly = nlohmann::json::object();
-  std::vector<DataWindow> anomalous;
-  std::vector<DataWindow> skip_data;
-  bool operator==(const TrainerState&) const = default;
-};
-void to_json(nlohmann::json& j, const TrainerState& s);
-void from_json(const nlohmann::json& j, TrainerState& s);  // throws zaya::Error naming a field
 
 // One optimizer step's outcome (the same on every rank).
 struct StepResult {

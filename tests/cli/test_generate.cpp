@@ -103,6 +103,23 @@ TEST(GenerateCli, StopStringEndsTheText) {
   EXPECT_EQ(cut.out, text.substr(0, text.find(stop)) + "\n");
 }
 
+// --echo: the prompt's text, then the same text as without it, on stdout; the status line goes to
+// stderr whole (its own line), never into the text.
+TEST(GenerateCli, EchoPrintsThePromptBeforeTheText) {
+  TinyModelDir t;
+  const std::string base = "generate --model " + t.model +
+                           " --prompt 'And God said' --max-new-tokens 12 --temperature 0 "
+                           "--ignore-eos";
+  const CliResult plain = run_zaya_in(t.dir.path, base);
+  const CliResult echo = run_zaya_in(t.dir.path, base + " --echo");
+  ASSERT_EQ(echo.code, 0) << echo.err;
+  EXPECT_EQ(echo.out, "And God said" + plain.out);
+  const size_t status = echo.err.find("generate: ");
+  ASSERT_NE(status, std::string::npos) << echo.err;
+  EXPECT_TRUE(status == 0 || echo.err[status - 1] == '\n') << echo.err;
+  EXPECT_EQ(echo.err.find("And God said"), std::string::npos) << echo.err;
+}
+
 TEST(GenerateCli, UserErrors) {
   TinyModelDir t;
   const std::string& d = t.dir.path;

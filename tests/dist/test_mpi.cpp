@@ -121,7 +121,7 @@ void broadcast_case(int64_t n, int root) {
 }  // namespace
 
 TEST(GroupMpi, IsTheLaunchedJob) {
-  EXPECT_EQ(group().backend(), "mpi");
+  EXPECT_EQ(group().backend(), dist::Backend::Mpi);
   EXPECT_EQ(group().size(), std::atoi(std::getenv("OMPI_COMM_WORLD_SIZE")));
   EXPECT_EQ(group().rank(), std::atoi(std::getenv("OMPI_COMM_WORLD_RANK")));
 }

@@ -80,6 +80,6 @@ TEST(NcclGroup, WithoutAGpuBackendItIsAClearError) {
 TEST(NcclGroup, OutsideALauncherEveryDeviceGetsTheSingleGroup) {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
     if (std::getenv(var)) GTEST_SKIP() << "launched by mpirun/srun";
-  EXPECT_EQ(dist::make_group_for(Device::Cpu)->backend(), "single");
-  EXPECT_EQ(dist::make_group_for(Device::Gpu)->backend(), "single");
+  EXPECT_EQ(dist::make_group_for(Device::Cpu)->backend(), dist::Backend::Single);
+  EXPECT_EQ(dist::make_group_for(Device::Gpu)->backend(), dist::Backend::Single);
 }

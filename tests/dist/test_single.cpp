@@ -39,10 +39,10 @@ std::vector<T> iota_vec(int64_t n, T start) {
 TEST(GroupSingle, AutoOutsideALauncherIsSingle) {
   NoLauncherEnv env;
   auto g = make_group();
-  EXPECT_EQ(g->backend(), "single");
+  EXPECT_EQ(g->backend(), dist::Backend::Single);
   EXPECT_EQ(g->rank(), 0);
   EXPECT_EQ(g->size(), 1);
-  EXPECT_EQ(make_group("single")->backend(), "single");
+  EXPECT_EQ(make_group("single")->backend(), dist::Backend::Single);
 }
 
 TEST(GroupSingle, UnknownKindAndBadTimeoutAreUserErrors) {
@@ -127,7 +127,7 @@ TEST(GroupSingle, EmptyBuffersAreFine) {
 TEST(GroupSingle, MpiOutsideALauncherIsSizeOne) {
   NoLauncherEnv env;
   auto g = make_group("mpi", 30);
-  EXPECT_EQ(g->backend(), "mpi");
+  EXPECT_EQ(g->backend(), dist::Backend::Mpi);
   EXPECT_EQ(g->size(), 1);
   EXPECT_EQ(g->rank(), 0);
   auto v = iota_vec<double>(7, 1);
@@ -215,7 +215,7 @@ class CorruptingGroup final : public Group {
   explicit CorruptingGroup(CommOp broken) : broken_(broken) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  std::string backend() const override { return "corrupting"; }
+  dist::Backend backend() const override { return dist::Backend::Mpi; }
   void all_reduce(const Tensor& buf, ReduceOp op) override {
     inner_->all_reduce(buf, op);
     if (broken_ == CommOp::AllReduce) flip_last(buf);

@@ -44,7 +44,7 @@ std::vector<int32_t> greedy_by_recomputation(const Model& m, std::vector<int32_t
 
 struct Collected {
   std::vector<int32_t> ids;
-  std::string reason;
+  FinishReason reason = FinishReason::None;
   int events = 0, done = 0;
 };
 
@@ -85,7 +85,7 @@ TEST(Engine, GreedyEqualsGreedyFromFullRecomputation) {
     const auto got = run_all(engine, reqs);
     for (size_t k = 0; k < prompts.size(); ++k) {
       EXPECT_EQ(got[k].ids, greedy_by_recomputation(m, prompts[k], 8)) << name << " prompt " << k;
-      EXPECT_EQ(got[k].reason, "length");
+      EXPECT_EQ(got[k].reason, FinishReason::Length);
     }
   }
 }
@@ -137,7 +137,7 @@ TEST(Engine, StopsAtEos) {
   GenerationRequest r = greedy({4, 9}, 6);
   r.sampling.ignore_eos = false;
   const auto got = run_all(engine, {r});
-  EXPECT_EQ(got[0].reason, "stop");
+  EXPECT_EQ(got[0].reason, FinishReason::Stop);
   EXPECT_EQ(got[0].ids, std::vector<int32_t>(free_run[0].ids.begin(), free_run[0].ids.begin() + 2));
 }
 
@@ -172,7 +172,7 @@ TEST(Engine, ZeroTokensAndCancellation) {
   Engine engine(im, nullptr);
   const auto zero = run_all(engine, {greedy({1, 2}, 0)});
   EXPECT_TRUE(zero[0].ids.empty());
-  EXPECT_EQ(zero[0].reason, "length");
+  EXPECT_EQ(zero[0].reason, FinishReason::Length);
 
   Collected c;
   const uint64_t id = engine.submit(greedy({1, 2}, 1000), [&](const GenerationEvent& ev) {
@@ -183,7 +183,7 @@ TEST(Engine, ZeroTokensAndCancellation) {
   engine.cancel(id);
   for (int k = 0; k < 3; ++k) engine.step();
   EXPECT_EQ(c.done, 1);
-  EXPECT_EQ(c.reason, "cancelled");
+  EXPECT_EQ(c.reason, FinishReason::Cancelled);
   EXPECT_LT(c.ids.size(), 10u);
 }
 

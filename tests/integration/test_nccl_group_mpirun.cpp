@@ -147,7 +147,7 @@ TEST(GpuNcclRank, Collectives) {
   ZAYA_REQUIRE_ROLE("collectives");
   std::unique_ptr<Group> nccl = dist::make_group("nccl");  // first: it picks this rank's GPU
   std::unique_ptr<Group> mpi = dist::make_group("mpi");
-  ASSERT_EQ(nccl->backend(), "nccl");
+  ASSERT_EQ(nccl->backend(), dist::Backend::Nccl);
   ASSERT_EQ(nccl->size(), mpi->size());
   ASSERT_EQ(nccl->rank(), mpi->rank());
   const int n = nccl->size(), r = nccl->rank();

@@ -112,7 +112,7 @@ TEST(Goodput, OneCleanRun) {
   in.start_s = 10;
   in.attempts = {attempt(1, 10.5, AttemptEnd::Completed, 0, 1, 4)};  // ends at 18
   in.end_s = 18.1;
-  in.outcome = "completed";
+  in.outcome = JobOutcome::Completed;
   const json r = goodput_report(in);
   expect_adds_up(r);
   EXPECT_NEAR(r["wall_s"].get<double>(), 8.1, 1e-12);
@@ -228,7 +228,7 @@ TEST(Goodput, JobDurationsLongerThanTheAttemptAreScaledToFit) {
 TEST(Goodput, NoAttemptsIsAllBeforeLaunch) {
   GoodputInput in;
   in.end_s = 2;
-  in.outcome = "preflight failed";
+  in.outcome = JobOutcome::Stopped;
   const json r = goodput_report(in);
   expect_adds_up(r);
   EXPECT_EQ(r["overhead"]["before_launch_s"], 2.0);
@@ -240,7 +240,7 @@ TEST(Goodput, StoppedAttemptIsListedAndKeepsItsSteps) {
   GoodputInput in;
   in.attempts = {a};
   in.end_s = a.end_s + 0.1;
-  in.outcome = "stopped";
+  in.outcome = JobOutcome::Stopped;
   const json r = goodput_report(in);
   expect_adds_up(r);
   ASSERT_EQ(r["failures"].size(), 1u);
@@ -256,7 +256,7 @@ TEST(Goodput, SummaryNamesTheFailuresAndFaults) {
   GoodputInput in;
   in.attempts = {a1, a2};
   in.end_s = a2.end_s;
-  in.outcome = "completed";
+  in.outcome = JobOutcome::Completed;
   in.faults = {{"kill@step:4", 0, 1}};
   const std::string s = goodput_summary(goodput_report(in));
   EXPECT_NE(s.find("supervise: goodput: completed; wall"), std::string::npos) << s;

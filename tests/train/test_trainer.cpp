@@ -65,8 +65,8 @@ TEST(Trainer, Bf16ActivationsKeepTheLossesOfFp32Storage) {
   TrainConfig f32 = tiny_run(dir, "f32", shards), bf16 = tiny_run(dir, "bf16", shards);
   f32.checkpoint_dir = bf16.checkpoint_dir = "";
   f32.log_every = bf16.log_every = 1;
-  f32.activations = "fp32";
-  bf16.activations = "bf16";
+  f32.activations = ActivationsSetting::Fp32;
+  bf16.activations = ActivationsSetting::Bf16;
   const TrainSummary a = run_training(f32, {.quiet = true});
   const TrainSummary b = run_training(bf16, {.quiet = true});
   EXPECT_EQ(b.first_val_loss, a.first_val_loss);
@@ -156,7 +156,7 @@ TEST(Trainer, GpuDeviceWithoutAGpuIsAClearError) {
   if (gpu::available()) GTEST_SKIP() << "this machine has a GPU: " << gpu::describe();
   ScratchDir dir;
   TrainConfig c = tiny_run(dir, "no_gpu", make_dataset(dir));
-  c.device = "gpu";
+  c.device = Device::Gpu;
   expect_error([&] { run_training(c, {.quiet = true}); },
                {"train.device = gpu: ", gpu::describe()});
 }
@@ -169,7 +169,7 @@ class TwoRankGroup final : public dist::Group {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
-  std::string backend() const override { return "two-rank stand-in"; }
+  dist::Backend backend() const override { return dist::Backend::Mpi; }
   void all_reduce(const Tensor&, dist::ReduceOp) override { fail("unexpected all_reduce"); }
   void reduce_scatter(const Tensor&, const Tensor&) override { fail("unexpected reduce_scatter"); }
   void all_gather(const Tensor&, const Tensor&) override { fail("unexpected all_gather"); }
@@ -182,7 +182,7 @@ class TwoRankGroup final : public dist::Group {
 TEST(Trainer, GpuDeviceOnSeveralRanksNeedsTheNcclGroup) {
   ScratchDir dir;
   TrainConfig c = tiny_run(dir, "gpu_ranks", make_dataset(dir));
-  c.device = "gpu";
+  c.device = Device::Gpu;
   TwoRankGroup group;
   expect_error(
       [&] { run_training(c, {.quiet = true, .group = &group}); },

@@ -179,7 +179,7 @@ int64_t write_gemm_recording() {
     text = gemm_table::format_untuned(s.used);
     n = int64_t(s.used.size());
   }
-  write_text_file_atomic(path, text);
+  write_file(path, text);
   return n;
 }
 

@@ -1,11 +1,12 @@
-// The OpenAI request parser and response formatters, without a server: every accepted prompt
-// shape, the chat template, defaults, and each rejection's status, param and code.
+// The OpenAI request parser without a server: every accepted prompt shape, the chat template,
+// defaults, and each rejection's status, param and code.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
-#include "serve/openai_api.h"
+#include "serve/openai_request.h"
+#include "serve/openai_response.h"
 
 using namespace zaya;
 using namespace zaya::openai;
@@ -184,35 +185,7 @@ TEST(OpenAiParse, ChatRejections) {
   expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "", true);
 }
 
-TEST(OpenAiFormat, ResponsesChunksAndEvents) {
-  const json c = completion_response("cmpl-1", 100, "tiny", "abc", "length", {5, 3});
-  EXPECT_EQ(c["object"], "text_completion");
-  EXPECT_EQ(c["choices"][0]["text"], "abc");
-  EXPECT_EQ(c["choices"][0]["index"], 0);
-  EXPECT_TRUE(c["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(c["usage"]["total_tokens"], 8);
-  const json ch = chat_response("chatcmpl-1", 100, "tiny", "hi", "stop", {5, 1});
-  EXPECT_EQ(ch["object"], "chat.completion");
-  EXPECT_EQ(ch["choices"][0]["message"]["role"], "assistant");
-  EXPECT_EQ(ch["choices"][0]["message"]["content"], "hi");
-  EXPECT_EQ(ch["choices"][0]["finish_reason"], "stop");
-  const json k = chat_chunk("chatcmpl-1", 100, "tiny", {{"content", "h"}}, "");
-  EXPECT_EQ(k["object"], "chat.completion.chunk");
-  EXPECT_TRUE(k["choices"][0]["finish_reason"].is_null());
-  EXPECT_EQ(k["choices"][0]["delta"]["content"], "h");
-  const json u = usage_chunk(Endpoint::Chat, "chatcmpl-1", 100, "tiny", {2, 3});
-  EXPECT_TRUE(u["choices"].empty());
-  EXPECT_EQ(u["usage"]["completion_tokens"], 3);
-  EXPECT_EQ(completion_chunk("cmpl-1", 1, "tiny", "x", "")["choices"][0]["text"], "x");
-  EXPECT_EQ(models_list("tiny", 7)["data"][0]["id"], "tiny");
-  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
-  EXPECT_EQ(new_response_id(Endpoint::Completions).rfind("cmpl-", 0), 0u);
-  EXPECT_EQ(new_response_id(Endpoint::Chat).rfind("chatcmpl-", 0), 0u);
-  EXPECT_NE(new_response_id(Endpoint::Chat), new_response_id(Endpoint::Chat));
-}
-
-// The probe's request-killers (issue 12): each is a 400 in OpenAI's shape, never a crash or a 500.
+// Request-killers found by probing: each is a 400 in OpenAI's shape, never a crash or a 500.
 TEST(OpenAiParse, HostileRequestsAre400s) {
   // max_tokens near INT64_MAX: prompt + max_tokens overflowed the context check.
   expect_rejected(R"({"prompt":"x","max_tokens":9223372036854775807})", 400, "max_tokens",

@@ -1,6 +1,7 @@
-// The OpenAI-compatible HTTP API as pure functions: request JSON → GenerationRequest (validated,
-// every rejection an ApiError carrying the HTTP status and OpenAI's error fields), and the
-// response / streaming-chunk JSON. No sockets and no engine here, so all of it is unit-tested.
+// The OpenAI-compatible HTTP API's requests, as pure functions: request JSON → GenerationRequest
+// (validated, every rejection an ApiError carrying the HTTP status and OpenAI's error fields). No
+// sockets and no engine here, so all of it is unit-tested; serve/openai_response.h builds the
+// answers.
 //
 // Requests (unknown fields are ignored, as OpenAI clients send extras):
 //   POST /v1/completions       prompt: "text" | [ids] | ["text"] | [[ids]] (exactly one prompt)
@@ -23,7 +24,6 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,9 +48,6 @@ struct ApiError : std::runtime_error {
         param(std::move(param_)),
         code(std::move(code_)) {}
 };
-// {"error": {"message", "type", "param", "code"}}
-nlohmann::json error_body(const ApiError& e);
-
 // What the parser needs to know about the served model.
 struct ServedModel {
   std::string id;           // the name clients pass as "model"
@@ -75,30 +72,6 @@ ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m);
 // The chat template above, as text (without <bos>; the parser prepends its id).
 std::string chat_prompt_text(const nlohmann::json& messages);
 inline constexpr const char* kChatStop = "\nUser:";
-
-// Response objects. `id` is "cmpl-…" / "chatcmpl-…" (new_response_id), `created` Unix seconds.
-struct Usage {
-  int64_t prompt_tokens = 0, completion_tokens = 0;
-};
-std::string new_response_id(Endpoint e);
-nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model,
-                                   const std::string& text, const std::string& finish_reason,
-                                   Usage u);
-nlohmann::json chat_response(const std::string& id, int64_t created, const std::string& model,
-                             const std::string& content, const std::string& finish_reason, Usage u);
-// Streaming chunks. finish_reason empty → null. A chat stream is: role chunk, content chunks, a
-// chunk with an empty delta and the finish_reason, then (include_usage) a usage chunk.
-nlohmann::json completion_chunk(const std::string& id, int64_t created, const std::string& model,
-                                const std::string& text, const std::string& finish_reason);
-nlohmann::json chat_chunk(const std::string& id, int64_t created, const std::string& model,
-                          const nlohmann::json& delta, const std::string& finish_reason);
-nlohmann::json usage_chunk(Endpoint e, const std::string& id, int64_t created,
-                           const std::string& model, Usage u);
-nlohmann::json models_list(const std::string& model, int64_t created);
-
-// One server-sent event: "data: <compact json>\n\n"; kSseDone ends a stream.
-std::string sse_event(const nlohmann::json& j);
-inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
 }  // namespace openai
 }  // namespace zaya
