@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <optional>
+#include <random>
 
+#include "core/rng.h"
 #include "data/tokenizer.h"
 #include "io/json_parse.h"
 
