@@ -109,9 +109,10 @@ int remove_stale_checkpoint_temps(const std::string& root);
 
 // Verifies `dir` (zaya::Error naming the bad file otherwise), loads the weights into m (the
 // checkpoint's config must equal m's: a mismatch names the differing fields), reads
-// trainer_state.json (as JSON: parse_trainer_state of trainer_state.h validates it) and copies the optimizer state bit for bit into the destination's slices,
-// whatever number of ranks wrote it. The destination's layout must be the checkpoint's: every
-// tensor present with the same shape, and no tensor of the checkpoint missing.
+// trainer_state.json (as JSON: parse_trainer_state of trainer_state.h validates it) and copies the
+// optimizer state bit for bit into the destination's slices, whatever number of ranks wrote it. The
+// destination's layout must be the checkpoint's: every tensor present with the same shape, and no
+// tensor of the checkpoint missing.
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
                      const OptimizerShard& optimizer_dest);
 // One process: every tensor whole (OptimizerShard::whole).

@@ -98,7 +98,6 @@ std::string read_manifest(const std::string& dir,
   return "";
 }
 
-
 std::string verify_checkpoint(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return fmt::format("{}: not a directory", dir);

@@ -1,6 +1,6 @@
-// Optimizer state on disk: one safetensors file per rank (optimizer/optimizer_rankRRRRR.safetensors)
-// holding F32 ranges of the global optimizer vector, with metadata that lets any number of ranks
-// reassemble it (checkpoint.h describes the format).
+// Optimizer state on disk: one safetensors file per rank
+// (optimizer/optimizer_rankRRRRR.safetensors) holding F32 ranges of the global optimizer vector,
+// with metadata that lets any number of ranks reassemble it (checkpoint.h describes the format).
 #pragma once
 #include <string>
 #include <vector>

@@ -47,7 +47,6 @@ void remove_all_quietly(const std::string& path) {
   if (ec) log_info("warning: could not remove {}: {}", path, ec.message());
 }
 
-
 void prune_checkpoints(const std::string& root, int64_t step, int keep_last) {
   if (keep_last <= 0) return;
   int kept = 0;

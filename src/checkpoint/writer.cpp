@@ -89,7 +89,7 @@ std::string finish_checkpoint(const std::string& root, const std::string& tmp, i
     fsync_path(tmp + "/optimizer", true);
 
     faults::at_checkpoint_write(step);  // kill@step:N:section:checkpoint: a torn checkpoint
-    write_manifest(tmp, step, world);  // last: it is what makes the checkpoint complete
+    write_manifest(tmp, step, world);   // last: it is what makes the checkpoint complete
     fsync_path(tmp + "/model", true);
     fsync_path(tmp + "/optimizer", true);
     fsync_path(tmp, true);

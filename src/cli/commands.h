@@ -18,8 +18,7 @@ CLI::Option* add_enum_option(CLI::App* app, const std::string& flag, E& value,
       flag,
       [&value, flag](const std::string& word) {
         const std::optional<E> v = parse_enum<E>(word);
-        if (!v)
-          throw CLI::ValidationError(flag + " '" + word + "': use " + enum_choices<E>());
+        if (!v) throw CLI::ValidationError(flag + " '" + word + "': use " + enum_choices<E>());
         value = *v;
       },
       help + " (default " + std::string(enum_word(value)) + ")");

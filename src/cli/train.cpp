@@ -40,8 +40,7 @@ int run_train(const TrainArgs& a) {
   if (!a.record_untuned.empty() && cfg.device != Device::Gpu)
     fail("--record-untuned records GPU GEMMs: it needs train.device = gpu");
   // GPU training under mpirun/srun: the NCCL group (collectives on the GPU buffers).
-  std::unique_ptr<dist::Group> group =
-      dist::make_group_for(cfg.device);
+  std::unique_ptr<dist::Group> group = dist::make_group_for(cfg.device);
   // A diagnostic of this run, not a config key (checkpoints). Rank 0 alone writes the file: every
   // rank runs the same GEMMs but its experts' row counts, which vary from step to step anyway.
   const bool record = !a.record_untuned.empty() && group->rank() == 0;

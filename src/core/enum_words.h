@@ -16,7 +16,9 @@ template <class E>
 struct EnumWords;
 
 template <class E>
-concept WordEnum = requires { EnumWords<E>::words; };
+concept WordEnum = requires {
+  EnumWords<E>::words;
+};
 
 // The word of `v` ("?" for a value missing from the list: a bug, kept printable).
 template <WordEnum E>

@@ -49,7 +49,9 @@ enum class Backend { Single, Mpi, Nccl };
 template <>
 struct zaya::EnumWords<zaya::dist::Backend> {
   static constexpr std::pair<dist::Backend, std::string_view> words[] = {
-      {dist::Backend::Single, "single"}, {dist::Backend::Mpi, "mpi"}, {dist::Backend::Nccl, "nccl"}};
+      {dist::Backend::Single, "single"},
+      {dist::Backend::Mpi, "mpi"},
+      {dist::Backend::Nccl, "nccl"}};
 };
 
 namespace zaya::dist {

@@ -45,11 +45,11 @@ struct EnumWords<FinishReason> {
 };
 
 struct GenerationEvent {
-  std::string text;           // newly emitted text (empty without a tokenizer)
-  std::vector<int32_t> ids;   // newly generated ids
-  bool done = false;          // the last event of the request
+  std::string text;          // newly emitted text (empty without a tokenizer)
+  std::vector<int32_t> ids;  // newly generated ids
+  bool done = false;         // the last event of the request
   FinishReason finish_reason = FinishReason::None;  // set on the last event
-  int64_t prompt_tokens = 0;  // filled on every event
+  int64_t prompt_tokens = 0;                        // filled on every event
   int64_t completion_tokens = 0;
 };
 

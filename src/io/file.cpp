@@ -114,14 +114,14 @@ FileWriter::FileWriter(std::string path, WriteMode mode)
 FileWriter::~FileWriter() {
   if (!f_) return;
   std::fclose(f_);
-  std::remove(writing_.c_str());
+  if (mode_.atomic) std::remove(writing_.c_str());
 }
 
 void FileWriter::fail_and_discard(const char* what) {
   const std::string err = errno_str();
   if (f_) std::fclose(f_);
   f_ = nullptr;
-  std::remove(writing_.c_str());
+  if (mode_.atomic) std::remove(writing_.c_str());
   fail("{}: {} failed: {}", writing_, what, err);
 }
 
@@ -143,7 +143,7 @@ void FileWriter::commit() {
   f_ = nullptr;
   if (closed != 0) {
     const std::string err = errno_str();
-    std::remove(writing_.c_str());
+    if (mode_.atomic) std::remove(writing_.c_str());
     fail("{}: close failed: {}", writing_, err);
   }
   if (!mode_.atomic) return;

@@ -29,8 +29,9 @@ struct WriteMode {
 void write_file(const std::string& path, std::string_view bytes, WriteMode mode = {});
 
 // The same for a file written in pieces (safetensors, token shards): write() appends, seek()
-// moves the write position, commit() makes the file final as write_file does. Destroyed without a
-// commit (an error on the way), it removes what it wrote.
+// moves the write position, commit() makes the file final as write_file does. An atomic writer
+// destroyed without a commit (an error on the way) removes its temporary; one writing in place
+// leaves what it wrote for its caller (who owns the directory) to discard.
 class FileWriter {
  public:
   FileWriter(std::string path, WriteMode mode = {});

@@ -13,15 +13,15 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "core/assert.h"
 #include "io/file.h"
-#include "resilience/subprocess.h"
 #include "resilience/faults.h"
 #include "resilience/goodput.h"
+#include "resilience/subprocess.h"
 #include "resilience/supervise_files.h"
 
 namespace zaya {

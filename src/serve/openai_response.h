@@ -19,8 +19,7 @@ struct Usage {
 };
 std::string new_response_id(Endpoint e);
 nlohmann::json completion_response(const std::string& id, int64_t created, const std::string& model,
-                                   const std::string& text, FinishReason finish_reason,
-                                   Usage u);
+                                   const std::string& text, FinishReason finish_reason, Usage u);
 nlohmann::json chat_response(const std::string& id, int64_t created, const std::string& model,
                              const std::string& content, FinishReason finish_reason, Usage u);
 // Streaming chunks. FinishReason::None → null. A chat stream is: role chunk, content chunks, a

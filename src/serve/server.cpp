@@ -153,19 +153,19 @@ struct HttpServer::Impl {
           }
           std::string out;
           if (e == Endpoint::Chat && !st->role_sent) {
-            out += openai::sse_event(openai::chat_chunk(
-                rid, created_at, model.id, {{"role", "assistant"}, {"content", ""}},
-                FinishReason::None));
+            out += openai::sse_event(openai::chat_chunk(rid, created_at, model.id,
+                                                        {{"role", "assistant"}, {"content", ""}},
+                                                        FinishReason::None));
             st->role_sent = true;
           }
           for (const GenerationEvent& ev : batch) {
             if (!ev.text.empty())
-              out += openai::sse_event(
-                  e == Endpoint::Chat
-                      ? openai::chat_chunk(rid, created_at, model.id, {{"content", ev.text}},
-                                           FinishReason::None)
-                      : openai::completion_chunk(rid, created_at, model.id, ev.text,
-                                                 FinishReason::None));
+              out += openai::sse_event(e == Endpoint::Chat
+                                           ? openai::chat_chunk(rid, created_at, model.id,
+                                                                {{"content", ev.text}},
+                                                                FinishReason::None)
+                                           : openai::completion_chunk(rid, created_at, model.id,
+                                                                      ev.text, FinishReason::None));
             if (!ev.done) continue;
             out += openai::sse_event(
                 e == Endpoint::Chat

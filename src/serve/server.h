@@ -1,7 +1,7 @@
 // HttpServer: the OpenAI-compatible HTTP front of an Engine (cpp-httplib). Routes:
-//   POST /v1/completions, POST /v1/chat/completions   (openai_request.h: parsing, template; openai_response.h: shapes)
-//   GET  /v1/models, GET /v1/models/{id}, GET /health  ({"status":"ok", "in_flight", and the
-//   engine's prompt_tokens / generated_tokens totals)
+//   POST /v1/completions, POST /v1/chat/completions   (openai_request.h: parsing, template;
+//   openai_response.h: shapes) GET  /v1/models, GET /v1/models/{id}, GET /health  ({"status":"ok",
+//   "in_flight", and the engine's prompt_tokens / generated_tokens totals)
 // Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 404 unknown
 // model or route, 405 wrong method, 413 body over the limit, 500 an internal failure; the server
 // keeps serving after each.

@@ -22,10 +22,14 @@ double AnomalyDetector::z_score(const std::deque<double>& w, double x) const {
 
 const char* anomaly_kind_name(AnomalyKind k) {
   switch (k) {
-    case AnomalyKind::None: return "none";
-    case AnomalyKind::NonFinite: return "nonfinite";
-    case AnomalyKind::LossSpike: return "loss_spike";
-    case AnomalyKind::GradSpike: return "grad_spike";
+    case AnomalyKind::None:
+      return "none";
+    case AnomalyKind::NonFinite:
+      return "nonfinite";
+    case AnomalyKind::LossSpike:
+      return "loss_spike";
+    case AnomalyKind::GradSpike:
+      return "grad_spike";
   }
   return "?";
 }

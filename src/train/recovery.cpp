@@ -69,8 +69,7 @@ bool Recovery::judge(int64_t step, double loss, double grad_norm, bool nonfinite
   ++state.skipped;
   state.anomalous.push_back(window);
   if (v.kind == AnomalyKind::NonFinite)
-    log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", step, loss,
-             grad_norm);
+    log_info("step {:>6}  non-finite loss {} or grad norm {}: step skipped", step, loss, grad_norm);
   else
     log_info(
         "step {:>6}  {} (loss {:.4f}, grad_norm {:.3f}: z {:.1f} over the last {} steps): "

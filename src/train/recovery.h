@@ -69,7 +69,7 @@ class Recovery {
   RunEvents& events_;
   AnomalyDetector anomaly_;
   StragglerTracker stragglers_;
-  std::vector<std::string> hosts_;      // of every rank
+  std::vector<std::string> hosts_;       // of every rank
   std::map<int64_t, int> rollbacks_to_;  // rollbacks per target step (a bound on retries)
   bool warned_no_rollback_ = false;
 };

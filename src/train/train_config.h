@@ -35,7 +35,7 @@ struct EnumWords<ActivationsSetting> {
 struct ResumeFrom {
   enum class Kind { Auto, None, Dir };
   Kind kind = Kind::Auto;
-  std::string dir;  // Kind::Dir only
+  std::string dir;                                 // Kind::Dir only
   static ResumeFrom parse(std::string_view word);  // "auto" | "none" | a directory
   std::string word() const;
   bool operator==(const ResumeFrom&) const = default;

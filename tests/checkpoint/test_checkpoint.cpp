@@ -3,8 +3,8 @@
 // unwritable root clear errors.
 #include <gtest/gtest.h>
 
-#include "io/safetensors.h"
 #include "checkpoint/checkpoint_util.h"
+#include "io/safetensors.h"
 
 namespace zaya {
 namespace {

@@ -2,8 +2,8 @@
 // values in a trainer_state.json are errors naming the field.
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "checkpoint/trainer_state.h"
+#include "test_util.h"
 #include "train/train_config.h"
 
 using namespace zaya;
@@ -53,12 +53,9 @@ TEST(TrainerState, BadValuesNameTheField) {
 
 TEST(TrainerState, ValuesAreRangeChecked) {
   const std::string path = "/ckpt/step_00000010/trainer_state.json";
-  const nlohmann::json ok = {{"step", 10},
-                             {"optimizer_steps", 10},
-                             {"skipped", 0},
-                             {"world_size", 1},
-                             {"global_batch_rows", 8},
-                             {"data", {{"epoch", 0}, {"position", 0}}}};
+  const nlohmann::json ok = {
+      {"step", 10},      {"optimizer_steps", 10},  {"skipped", 0},
+      {"world_size", 1}, {"global_batch_rows", 8}, {"data", {{"epoch", 0}, {"position", 0}}}};
   EXPECT_EQ(parse_trainer_state(ok, path).step, 10);
   auto with = [&](const char* key, nlohmann::json v) {
     nlohmann::json j = ok;
@@ -76,4 +73,3 @@ TEST(TrainerState, ValuesAreRangeChecked) {
   expect_error([&] { parse_trainer_state(with("world_size", 0), path); }, {"\"world_size\" is 0"});
   expect_error([&] { parse_trainer_state(with("step", "10"), path); }, {"\"step\" is \"10\""});
 }
-

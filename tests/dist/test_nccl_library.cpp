@@ -69,7 +69,8 @@ TEST(NcclLibrary, SymbolsResolveAndAMissingOneIsNamed) {
 
 TEST(NcclGroup, WithoutAGpuBackendItIsAClearError) {
 #if defined(ZAYA_HAS_GPU_BACKEND)
-  GTEST_SKIP() << "this build has a GPU backend (tests/integration/test_nccl_*_mpirun.cpp run the NCCL group)";
+  GTEST_SKIP() << "this build has a GPU backend (tests/integration/test_nccl_*_mpirun.cpp run the "
+                  "NCCL group)";
 #else
   const std::string e = error_of([] { dist::make_group("nccl"); });
   EXPECT_NE(e.find("this build has no GPU backend, so no NCCL group"), std::string::npos) << e;

@@ -1,6 +1,7 @@
 // The NCCL group under `mpirun -np 2` (label mpi; skipped without a GPU, mpirun or a loadable
-// NCCL — ZAYA_NCCL_LIB — so CI skips it; scripts/gpu_emu/run.sh test_integration_nccl_group_mpirun runs it against
-// the emulated NCCL). GpuNccl.* launch this executable on 2 ranks, which then run GpuNcclRank.*:
+// NCCL — ZAYA_NCCL_LIB — so CI skips it; scripts/gpu_emu/run.sh test_integration_nccl_group_mpirun
+// runs it against the emulated NCCL). GpuNccl.* launch this executable on 2 ranks, which then run
+// GpuNcclRank.*:
 // - every collective (all_reduce sum/max/min, reduce_scatter, all_gather, in place and out of
 //   place, broadcast from each root, barrier) for F32/F64/I32 on GPU buffers gives the bits the
 //   MPI group gives on the same data in host buffers (values exact in every dtype, so the

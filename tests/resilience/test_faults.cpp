@@ -1,7 +1,7 @@
 // The ZAYA_FAULT grammar on its own (resilience/faults.h): every kind with its defaults, and
 // each malformed spec a clear error.
-#include "test_util.h"
 #include "resilience/faults.h"
+#include "test_util.h"
 
 using namespace zaya;
 using namespace zaya::test;

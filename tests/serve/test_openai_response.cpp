@@ -30,11 +30,11 @@ TEST(OpenAiFormat, ResponsesChunksAndEvents) {
   const json u = usage_chunk(Endpoint::Chat, "chatcmpl-1", 100, "tiny", {2, 3});
   EXPECT_TRUE(u["choices"].empty());
   EXPECT_EQ(u["usage"]["completion_tokens"], 3);
-  EXPECT_EQ(completion_chunk("cmpl-1", 1, "tiny", "x", FinishReason::None)["choices"][0]["text"], "x");
+  EXPECT_EQ(completion_chunk("cmpl-1", 1, "tiny", "x", FinishReason::None)["choices"][0]["text"],
+            "x");
   EXPECT_EQ(models_list("tiny", 7)["data"][0]["id"], "tiny");
   EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   EXPECT_EQ(new_response_id(Endpoint::Completions).rfind("cmpl-", 0), 0u);
   EXPECT_EQ(new_response_id(Endpoint::Chat).rfind("chatcmpl-", 0), 0u);
   EXPECT_NE(new_response_id(Endpoint::Chat), new_response_id(Endpoint::Chat));
 }
-

@@ -100,7 +100,8 @@ TEST(TrainConfig, DeviceIsCpuOrGpu) {
   apply_override(c, "train.device=gpu");
   EXPECT_EQ(c.device, Device::Gpu);
   validate_train_config(c);
-  expect_error([&] { apply_override(c, "train.device=tpu"); }, {"train.device", "cpu or gpu", "tpu"});
+  expect_error([&] { apply_override(c, "train.device=tpu"); },
+               {"train.device", "cpu or gpu", "tpu"});
 }
 
 TEST(TrainConfig, PrecisionIsFp32OrBf16AndBf16NeedsTheGpu) {
