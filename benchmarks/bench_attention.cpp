@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "perf/sgemm.h"
 #include "core/rng.h"
 #include "ops/ops.h"
+#include "perf/sgemm.h"
 
 using namespace zaya;
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/timer.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
-#include "checkpoint/checkpoint.h"
 
 using namespace zaya;
 

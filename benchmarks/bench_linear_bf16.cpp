@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "perf/bandwidth.h"
 #include "core/dtype.h"
 #include "ops/ops.h"
+#include "perf/bandwidth.h"
 
 using namespace zaya;
 

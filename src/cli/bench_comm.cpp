@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <string>
 
-#include "perf/comm.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "dist/group.h"
+#include "perf/comm.h"
 
 namespace zaya::cli {
 
@@ -55,7 +55,8 @@ int run_bench_comm(const BenchCommArgs& a) {
   dist::validate(opt);  // before the group exists: a bad flag fails alike on every rank
 
   std::unique_ptr<dist::Group> group = dist::make_group(a.group, a.timeout_s);
-  opt.device = group->backend() == dist::Backend::Nccl ? Device::Gpu : Device::Cpu;  // NCCL: GPU buffers
+  opt.device =
+      group->backend() == dist::Backend::Nccl ? Device::Gpu : Device::Cpu;  // NCCL: GPU buffers
   const bool printer = group->rank() == 0;
   const std::string type = a.dtype;
   if (printer) {

@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "perf/bandwidth.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
@@ -35,6 +34,7 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
+#include "perf/bandwidth.h"
 
 namespace zaya::cli {
 

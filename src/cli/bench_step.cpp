@@ -32,8 +32,6 @@
 #include <string>
 #include <vector>
 
-#include "perf/gpu_gemm_rate.h"
-#include "perf/sgemm.h"
 #include "cli/bench_step.h"
 #include "cli/commands.h"
 #include "core/assert.h"
@@ -46,6 +44,8 @@
 #include "model/inspect.h"
 #include "ops/blas_kernels.h"
 #include "ops/profile.h"
+#include "perf/gpu_gemm_rate.h"
+#include "perf/sgemm.h"
 #include "train/trainer.h"
 
 namespace zaya::cli {
@@ -153,8 +153,7 @@ int run_bench_step(const Args& args) {
         "bench step: {} (B={} × T={}), {}, device {}, precision {}, activations {}, {} threads, {} "
         "warm-up + {} timed{} steps\n",
         a.config, a.batch, a.seq_len, enum_word(a.optimizer), enum_word(a.device),
-        enum_word(precision),
-        trainer.activation_storage(), threads, a.warmup, a.steps,
+        enum_word(precision), trainer.activation_storage(), threads, a.warmup, a.steps,
         gpu ? fmt::format(" + {} profiled", profiled) : "");
   for (int64_t i = 0; i < a.warmup; ++i) trainer.train_step();
   if (gpu) gpu::synchronize();
@@ -329,8 +328,8 @@ Action add_bench_step_command(CLI::App& bench) {
       [a](const std::string& word) {
         const auto p = parse_enum<ops::MatmulPrecision>(word);
         if (!p)
-          throw CLI::ValidationError("--precision '" + word +
-                                     "': use " + enum_choices<ops::MatmulPrecision>());
+          throw CLI::ValidationError("--precision '" + word + "': use " +
+                                     enum_choices<ops::MatmulPrecision>());
         a->precision = *p;
       },
       "fp32 or bf16 (train.precision: the GEMM inputs; bf16 needs --device gpu); default fp32 "

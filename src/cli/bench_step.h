@@ -34,7 +34,7 @@ struct Args {
   // Empty: fp32 on the CPU, bf16 on the GPU (resolved from the device's defaults).
   std::optional<ops::MatmulPrecision> precision;
   ActivationsSetting activations = ActivationsSetting::Auto;
-  int64_t batch = 0, seq_len = 0;    // 0: the device's default (kDefaults)
+  int64_t batch = 0, seq_len = 0;  // 0: the device's default (kDefaults)
   int64_t steps = 4, warmup = 1, threads = 0;
   int64_t probe_size = 8192;  // the GPU GEMM probe's n (n³ products)
   int64_t profile_steps = 1;  // GPU: profiled steps after the timed ones

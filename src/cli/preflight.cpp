@@ -13,11 +13,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "perf/comm.h"
-#include "resilience/preflight.h"
 #include "cli/commands.h"
 #include "dist/group.h"
+#include "perf/comm.h"
 #include "resilience/faults.h"
+#include "resilience/preflight.h"
 
 namespace zaya::cli {
 

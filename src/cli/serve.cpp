@@ -21,8 +21,8 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
-#include "serve/server.h"
 #include "model/inspect.h"
+#include "serve/server.h"
 
 namespace zaya::cli {
 

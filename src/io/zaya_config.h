@@ -1,12 +1,12 @@
 // ZayaConfig: the ZAYA1 config.json schema (spec §1) as a struct, plus the derived sizes the model
 // uses. Parsing, validation (naming the bad field) and writing live in zaya_config.cpp.
 #pragma once
-#include "core/enum_words.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+#include "core/enum_words.h"
 
 namespace zaya {
 

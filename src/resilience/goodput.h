@@ -20,11 +20,11 @@
 // Inside one attempt the job's own durations (setup_s, step_s, after_s) are trusted; if with the
 // detection they exceed the attempt's measured length, they are scaled down to fit.
 #pragma once
-#include "core/enum_words.h"
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+#include "core/enum_words.h"
 
 namespace zaya {
 

@@ -42,13 +42,13 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/arena.h"
 #include "io/zaya_config.h"
 #include "model/activations.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "train/balance.h"
-#include "checkpoint/checkpoint.h"
 #include "train/optim_config.h"
 #include "train/zero_plan.h"
 

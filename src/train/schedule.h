@@ -22,7 +22,9 @@ enum class ScheduleKind { Cosine, Wsd, Constant };
 template <>
 struct EnumWords<ScheduleKind> {
   static constexpr std::pair<ScheduleKind, std::string_view> words[] = {
-      {ScheduleKind::Cosine, "cosine"}, {ScheduleKind::Wsd, "wsd"}, {ScheduleKind::Constant, "constant"}};
+      {ScheduleKind::Cosine, "cosine"},
+      {ScheduleKind::Wsd, "wsd"},
+      {ScheduleKind::Constant, "constant"}};
 };
 
 struct Schedule {

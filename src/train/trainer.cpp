@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 
+#include "checkpoint/checkpoint.h"
 #include "core/arena.h"
 #include "core/device.h"
 #include "core/heartbeat.h"
@@ -24,17 +25,16 @@
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
-#include "perf/mfu.h"
 #include "ops/gpu/gemm_table_runtime.h"
 #include "ops/precision.h"
-#include "train/balance.h"
-#include "checkpoint/checkpoint.h"
+#include "perf/mfu.h"
 #include "resilience/faults.h"
+#include "resilience/run_events.h"
+#include "train/balance.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
 #include "train/recovery.h"
 #include "train/sample.h"
-#include "resilience/run_events.h"
 #include "train/schedule.h"
 #include "train/token_staging.h"
 
@@ -162,7 +162,7 @@ struct Trainer::Impl {
   RunEvents events;
   std::optional<Recovery> recovery;
   nlohmann::json resumed_anomaly;  // a resumed run's anomaly window, until `recovery` exists
-  size_t time_slots = 0;  // index of rank 0's slot in `agreed`
+  size_t time_slots = 0;           // index of rank 0's slot in `agreed`
   std::vector<double> rank_seconds;
 
   Impl(const TrainConfig& c, const TrainOptions& o, dist::Group* g)
@@ -244,9 +244,8 @@ void Trainer::Impl::setup() {
   }
 
   const ActivationStorage storage =
-      cfg.activations == ActivationsSetting::Bf16 ||
-              (cfg.activations == ActivationsSetting::Auto &&
-               precision == ops::MatmulPrecision::BF16)
+      cfg.activations == ActivationsSetting::Bf16 || (cfg.activations == ActivationsSetting::Auto &&
+                                                      precision == ops::MatmulPrecision::BF16)
           ? ActivationStorage::BF16
           : ActivationStorage::F32;
   acts.emplace(config(), B, T, device, false, storage);
@@ -344,8 +343,8 @@ void Trainer::Impl::log_setup() {
   log_info(
       "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
       "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); {}",
-      world, enum_word(group.backend()), global_rows, B, cfg.grad_accum, world, state_max / (1 << 20),
-      state_total / (1 << 20), state_max / state_total, sharding);
+      world, enum_word(group.backend()), global_rows, B, cfg.grad_accum, world,
+      state_max / (1 << 20), state_total / (1 << 20), state_max / state_total, sharding);
 }
 
 // Collective: the mean over eval_batches global batches, split over the ranks like training.
@@ -367,9 +366,9 @@ double Trainer::Impl::validation_loss() {
 void Trainer::Impl::print_sample(int64_t step) {
   if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
   settle();
-  const std::optional<std::string> text = sample_text(*model, *tokenizer, cfg.sample_prompt,
-                                                      cfg.sample_tokens, cfg.sample_temperature,
-                                                      uint64_t(cfg.seed) + uint64_t(step));
+  const std::optional<std::string> text =
+      sample_text(*model, *tokenizer, cfg.sample_prompt, cfg.sample_tokens, cfg.sample_temperature,
+                  uint64_t(cfg.seed) + uint64_t(step));
   if (text) log_info("sample @ step {}: {}{}", step, cfg.sample_prompt, *text);
 }
 

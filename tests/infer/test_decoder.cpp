@@ -30,7 +30,8 @@ constexpr double kDecodeRel = 1e-5;  // the issue's bound, relative to the large
 
 std::vector<std::string> model_cases() {
   std::vector<std::string> dirs;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(ZAYA_TEST_FIXTURES) + "/model"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(ZAYA_TEST_FIXTURES) + "/model"))
     if (e.is_directory()) dirs.push_back(e.path().string());
   std::sort(dirs.begin(), dirs.end());
   return dirs;

@@ -3,8 +3,8 @@
 // then earliest section), done ranks, ranks without a heartbeat file, the verdict's line.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
 #include "resilience/hang_detector.h"
+#include "test_util.h"
 
 using namespace zaya;
 using namespace zaya;

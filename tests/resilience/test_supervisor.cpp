@@ -2,8 +2,8 @@
 // separate, single and double quotes group, a backslash escapes; an unbalanced quote is an error.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
 #include "resilience/supervisor.h"
+#include "test_util.h"
 
 using zaya::split_words;
 using Words = std::vector<std::string>;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "checkpoint/checkpoint.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "io/safetensors.h"
@@ -18,9 +19,8 @@
 #include "model/param_names.h"
 #include "model/transformer.h"
 #include "test_util.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;

@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "core/device.h"
 #include "dist/group.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "test_util.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;

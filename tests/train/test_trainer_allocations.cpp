@@ -11,8 +11,8 @@
 #include <string>
 
 #include "test_util.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 namespace {
 

@@ -8,12 +8,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "data/shards.h"
 #include "test_util.h"
-#include "checkpoint/checkpoint.h"
 #include "train/metrics_log.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/log.h"
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -109,8 +109,8 @@ std::vector<std::string> tensor_names(const std::string& path) {
   return st.names();  // sorted
 }
 
-// tests/fixtures's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all make
-// larger ids, so none is kept): the end-of-run sample then runs, from a GPU model's host copy.
+// tests/fixtures's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all
+// make larger ids, so none is kept): the end-of-run sample then runs, from a GPU model's host copy.
 std::string tiny_tokenizer(const ScratchDir& dir) {
   std::ifstream in(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy_tokenizer.json");
   nlohmann::json t = nlohmann::json::parse(in);
