@@ -5,7 +5,7 @@
 // kernel and cuBLASLt (ops/gpu/gemm.h), F32 and BF16, against the peak = the best cuBLASLt BF16
 // rate on a square GEMM; attention forward and backward TFLOP/s; Muon's Newton–Schulz (5 steps)
 // at ZAYA1-base's matrix shapes, symmetric (ops/gpu/syrk.h) against the same iteration through
-// general GEMMs (cuBLASLt on NVIDIA), F32 and BF16 operands: both rates, their ratio (the issue's
+// general GEMMs (cuBLASLt on NVIDIA), F32 and BF16 operands: both rates, their ratio (the
 // target: ≥ 1.3x) and the results' deviations.
 // usage: bench_gpu [--json FILE] [--reps N=9] [--tokens N=8192] [--rows N=65536] [--attn-batch B=1]
 //                  [--only copy,norm,gemm,attention,muon]

@@ -1,6 +1,6 @@
 // The Trainer (trainer.h). Setup picks the starting point (resume > init_from > random init),
 // builds the optimizer and the data loaders and restores a checkpoint's TrainerState; train_step is
-// the step of system.md §3 over rows of seq_len inputs and their next-token targets; after_step
+// the step of docs/training.md over rows of seq_len inputs and their next-token targets; after_step
 // does everything a step is followed by, on the schedule the config gives. Rank 0 speaks for the
 // run (logs, metrics, samples); every collective is called by every rank in the same order.
 #include "train/trainer.h"

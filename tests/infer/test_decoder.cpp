@@ -26,7 +26,7 @@
 namespace zaya {
 namespace {
 
-constexpr double kDecodeRel = 1e-5;  // the bound, relative to the largest |logit|
+constexpr double kDecodeRel = 1e-5;  // the bound, relative to the largest |logit|
 
 std::vector<std::string> model_cases() {
   std::vector<std::string> dirs;

@@ -21,7 +21,7 @@ using namespace zaya::test;
 
 namespace {
 
-constexpr double kLossRel = 1e-4;  // issue 17: fp32 GPU losses vs the CPU trainer's
+constexpr double kLossRel = 1e-4;  // fp32 GPU losses vs the CPU trainer's
 
 int64_t train_steps() {
   const char* env = std::getenv("ZAYA_GPU_TRAIN_STEPS");

@@ -1,4 +1,4 @@
-// zaya supervise's --launcher string split into words (train/supervisor.h split_words): blanks
+// zaya supervise's --launcher string split into words (resilience/supervisor.h split_words): blanks
 // separate, single and double quotes group, a backslash escapes; an unbalanced quote is an error.
 #include <gtest/gtest.h>
 

@@ -1,8 +1,9 @@
-// Training semantics of issue 10, checked from outside the trainer:
+// Training semantics (docs/training.md), checked from outside the trainer:
 // - the model reads seq_len tokens of each (seq_len + 1)-token window and the balancing biases
-//   follow spec §10 over exactly rows·seq_len routed tokens: 10 Muon steps on a dataset whose
-//   every step sees the same rows, each step's biases recomputed here from the weights the step
-//   started from (a forward of our own over the same rows, counts, the AdamW formula in double);
+//   follow docs/model.md §10 over exactly rows·seq_len routed tokens: 10 Muon steps on a dataset
+//   whose every step sees the same rows, each step's biases recomputed here from the weights the
+//   step started from (a forward of our own over the same rows, counts, the AdamW formula in
+//   double);
 // - train.eval_batches = 0 switches evaluation off; an empty validation split is reported as such.
 #include <algorithm>
 #include <cmath>
