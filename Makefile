@@ -1,5 +1,5 @@
 # Thin wrapper over CMake presets. `make test` builds (release) and runs the whole suite; `make ci`
-# is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (README "GPUs").
+# is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (docs/gpu.md).
 JOBS ?= $(shell nproc)
 
 .PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci bench-step

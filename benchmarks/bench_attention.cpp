@@ -1,5 +1,5 @@
 // Throughput of the CPU causal attention op (forward, backward) in f32, as a fraction of the
-// machine's sgemm rate measured in the same run: each rep times three passes of bench/sgemm.h's
+// machine's sgemm rate measured in the same run: each rep times three passes of perf/sgemm.h's
 // probe (a 768³ cblas_sgemm on the same threads), the forward and the backward one after another,
 // and the best of the reps is kept for each, so a shared, noisy machine affects both sides alike.
 // usage: bench_attention [T=4096] [B=1] [Hq=8] [Hk=2] [d=0: 16, 64 and 128] [reps=3]
@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "perf/sgemm.h"
 #include "core/rng.h"
 #include "ops/ops.h"
+#include "perf/sgemm.h"
 
 using namespace zaya;
 

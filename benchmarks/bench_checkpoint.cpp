@@ -1,5 +1,5 @@
 // Checkpoint save: synchronous save time vs the training stall of an asynchronous save
-// (system.md §4: stall ≤ 1/10 of a synchronous save).
+// (the target: a stall ≤ 1/10 of a synchronous save).
 // usage: bench_checkpoint [DIR=a fresh directory under $TMPDIR or /tmp] [reps=3]
 // The model is ~75M parameters (hidden 512, 8 CCA + 8 MoE sub-layers of 8 experts, vocab 32768)
 // with optimizer-sized extra state (2 × params, as AdamW's two moments). The async stall is
@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/timer.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
-#include "checkpoint/checkpoint.h"
 
 using namespace zaya;
 

@@ -5,7 +5,7 @@
 // kernel and cuBLASLt (ops/gpu/gemm.h), F32 and BF16, against the peak = the best cuBLASLt BF16
 // rate on a square GEMM; attention forward and backward TFLOP/s; Muon's Newton–Schulz (5 steps)
 // at ZAYA1-base's matrix shapes, symmetric (ops/gpu/syrk.h) against the same iteration through
-// general GEMMs (cuBLASLt on NVIDIA), F32 and BF16 operands: both rates, their ratio (the issue's
+// general GEMMs (cuBLASLt on NVIDIA), F32 and BF16 operands: both rates, their ratio (the
 // target: ≥ 1.3x) and the results' deviations.
 // usage: bench_gpu [--json FILE] [--reps N=9] [--tokens N=8192] [--rows N=65536] [--attn-batch B=1]
 //                  [--only copy,norm,gemm,attention,muon]
@@ -363,8 +363,9 @@ void bench_attention(Report& rep, const Options& o) {
 // Newton–Schulz (5 steps) on ZAYA1-base's Muon matrices: the symmetric path against the plain one,
 // each rated by the plain iteration's FLOPs (5 · 2·(2m²n + m³), m ≤ n the sides), so the ratio of
 // the rates is the speed-up. Deviations: max |sym − plain| at one dtype and, for BF16, the relative
-// Frobenius error of the symmetric BF16 result against the plain F32 one (tests/ops/gpu/test_muon.cpp's
-// tolerance: 2 · 5 · 2^-8 = 0.039). Each measurement gets ~0.7 s (the group ~20 s; unmeasured).
+// Frobenius error of the symmetric BF16 result against the plain F32 one
+// (tests/ops/gpu/test_muon.cpp's tolerance: 2 · 5 · 2^-8 = 0.039). Each measurement gets ~0.7 s
+// (the group ~20 s; unmeasured).
 void bench_muon(Report& rep, const Options& o) {
   struct Shape {
     const char* name;

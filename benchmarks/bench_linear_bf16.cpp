@@ -4,7 +4,7 @@
 // Built as build/<dir>/benchmarks/bench_linear_bf16.
 // Weights are cycled through enough copies that each timed pass streams ≥ buffer_mib from memory
 // (not from the last-level cache). "GEMV GB/s" counts bf16 weight bytes read per second; the
-// bound is the read-only rate (bench/bandwidth.h: a decode step is a read-only stream), and the
+// bound is the read-only rate (perf/bandwidth.h: a decode step is a read-only stream), and the
 // STREAM copy figure (read + written bytes) is printed beside it for reference.
 #include <omp.h>
 
@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "perf/bandwidth.h"
 #include "core/dtype.h"
 #include "ops/ops.h"
+#include "perf/bandwidth.h"
 
 using namespace zaya;
 

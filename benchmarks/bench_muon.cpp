@@ -1,8 +1,8 @@
 // Muon's Newton–Schulz (5 steps, f32): the symmetric path (A = X·Xᵀ and A·A as symmetric products,
 // upper-triangle tiles mirrored; the Gram-space iteration where n ≥ 1.5·m, ops/cpu/muon.cpp)
 // against the same iteration with plain GEMMs, on a few shapes. Per shape: the best time of each
-// (the two interleaved rep by rep, so that a busy machine slows both alike), their ratio (system.md
-// §4 target: symmetric ≥ 1.3x) and their agreement, the largest |symmetric − plain| over the output
+// (the two interleaved rep by rep, so that a busy machine slows both alike), their ratio (the
+// target: symmetric ≥ 1.3x) and their agreement, the largest |symmetric − plain| over the output
 // (tests/ops/cpu/test_muon.cpp asks ≤ 1e-5); then the worst ratio.
 //
 // usage: bench_muon [reps=7] [big=0: also the ZAYA1-like expert 4096x2048] [clock=wall|cpu]

@@ -3,10 +3,9 @@
 # sudo available). Idempotent: re-running only installs what is missing.
 #   ZAYA_HIP=1  also the AMD compile check of the `hip` preset (`make hip`, `make ci`): Debian's
 #               hipcc 5.2 (clang 15), the HIP runtime headers, the gfx device libraries and
-#               clang 15's OpenMP (30 packages with their dependencies: ~104 MB downloaded, ~656 MB
-#               installed, ~25 s on the CI machine kind). libomp-15-dev replaces libomp-dev
-#               (clang 14's OpenMP). The `cuda` preset needs no package: CUDA 13 is part of the
-#               image (/usr/local/cuda).
+#               clang 15's OpenMP (with their dependencies: ~104 MB downloaded). libomp-15-dev
+#               replaces libomp-dev (clang 14's OpenMP). The `cuda` preset needs no package: CUDA 13
+#               is part of the image (/usr/local/cuda).
 set -euo pipefail
 
 packages=(

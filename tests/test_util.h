@@ -1,4 +1,4 @@
-// Shared test helpers: the tolerance table (house plan §5), random fills, closeness checks and a
+// Shared test helpers: the tolerance table (docs/testing.md), random fills, closeness checks and a
 // central-difference numerical gradient in double.
 #pragma once
 #include <gtest/gtest.h>
@@ -148,7 +148,7 @@ void expect_error(F&& f, std::initializer_list<std::string> parts) {
   }
 }
 
-// The odd sizes every op is exercised on (house plan §3).
+// The odd sizes every op is exercised on (docs/adding-an-op.md).
 inline const std::vector<int64_t> kOddSizes = {1, 7, 31, 33, 257};
 
 // The message of the zaya::Error that f throws (a test failure if it throws none).

@@ -3,11 +3,11 @@
 
  (i)   gradcheck (float64) of the loss w.r.t. every parameter on very small configs (MoD on with the
        skip class selected, MoD off, EDA off), plus central finite differences on sampled entries
- (ii)  the CCA composite conv equals the explicit loops of spec §4.2 (y_{-1} = b0)
- (iii) C6: the pad row's gradient excludes the lookup gradient (only the LM-head part)
+ (ii)  the CCA composite conv equals the explicit loops of docs/model.md §4.2 (y_{-1} = b0)
+ (iii) the pad row's gradient excludes the lookup gradient (only the LM-head part)
  (iv)  parameter counts: §12.2 tiny (155,556 / 122,788 / 79 tensors incl. 2 buffers / 49,060 active)
        and ZAYA1-base (8,840,488,784 total) from shapes
- (v)   an independent loop-level implementation of spec §3-§6 (per token, per head, written from
+ (v)   an independent loop-level implementation of §3-§6 (per token, per head, written from
        the formulas) agrees with the vectorised twin on every committed test case
  (vi)  RoPE tables: fp32 computation agrees with a numpy float32 evaluation of §4.6
  (vii) the committed vectors in tests/fixtures/model/ are reproduced from their own files
@@ -137,7 +137,7 @@ def check_finite_differences():
 
 # ------------------------------------------------------------------------------------------ (ii)
 def conv_loops(u, w0, b0, w1, b1, d):
-    """Explicit spec §4.2 formulas. u: [T, C] -> z: [T, C]."""
+    """Explicit docs/model.md §4.2 formulas. u: [T, C] -> z: [T, C]."""
     T, C = u.shape
 
     def U(j):
@@ -215,7 +215,7 @@ def check_c6():
     lookup_part = float((g_full[pad] - g_head[pad]).abs().max())
     others = [v for v in tok.unique().tolist() if v != pad]
     ok2 = torch.allclose(g_twin[others], g_full[others], rtol=1e-12, atol=1e-15)
-    report("(iii) C6: pad-row gradient = LM-head part only; other rows = lookup + LM head",
+    report("(iii) pad-row gradient = LM-head part only; other rows = lookup + LM head",
            ok1 and ok2 and lookup_part > 1e-6,
            f"pad-row lookup contribution that is excluded: max {lookup_part:.2e}")
 
@@ -254,7 +254,7 @@ def check_counts():
 
 # ------------------------------------------------------------------------------------------ (v)
 def naive_forward(model, tokens):
-    """Loop-level spec §3-§6 implementation, independent of the twin's vectorised code.
+    """Loop-level docs/model.md §3-§6 implementation, independent of the twin's vectorised code.
     Uses only the name -> tensor map and the config. Returns logits [B,T,V] and loss (float64)."""
     c = model.config
     W = {n: t.detach().to(torch.float64) for n, t in model.named_tensors().items()}
@@ -389,7 +389,7 @@ def check_naive():
             ls = m.loss(tok, lt)
             ln, lsn = naive_forward(m, tok)
         err = float((ln - lt).abs().max() / lt.abs().max())
-        report(f"(v) loop-level spec implementation == twin [{name}]", err < 1e-12 and abs(float(ls - lsn)) < 1e-12,
+        report(f"(v) loop-level implementation == twin [{name}]", err < 1e-12 and abs(float(ls - lsn)) < 1e-12,
                f"logits rel err {err:.1e}, loss diff {abs(float(ls - lsn)):.1e}")
 
 

@@ -4,7 +4,7 @@
 Run from anywhere:  /usr/bin/python3 scripts/reference/make_vectors.py  [--out DIR] [--only CASE ...]
 
 Each case directory holds
-  config.json          full S1-schema config (spec §1, like §12.2)
+  config.json          full S1-schema config (docs/model.md §1, like §12.2)
   model.safetensors    every parameter + balancing_biases buffer, F32
   tokens.txt           B lines of T space-separated token ids (contains pad ids 0)
   expected.safetensors logits F32 [B,T,V], loss F64 [1], and the gradient (F32) of the loss for every
@@ -146,7 +146,7 @@ CASES = [
          require=["skip_selected", "empty_expert"]),
     dict(name="nomod_eps_f",
          desc="(f)+(g) zaya_use_mod false (K = n router classes, no skip) and norm_epsilon 0.1 "
-              "(C1: router RMSNorm eps = norm_epsilon is visible); D=32, 4 heads, H_q=2, H_k=2 (G=1)",
+              "(router RMSNorm eps = norm_epsilon is visible); D=32, 4 heads, H_q=2, H_k=2 (G=1)",
          cfg=make_config(32, 4, 2, ["a", 3, "a", 3], F=[16, 32], R=8, V=64, eps=0.1, mod=False),
          B=2, T=11, require=["c1_visible"]),
     dict(name="noeda_g",
@@ -186,7 +186,7 @@ def routing_stats(model):
         s = p.to(torch.float64) + bb
         top2 = s.topk(2, dim=-1).values if s.shape[-1] > 1 else torch.cat([s, s - 1], -1)
         min_margin = min(min_margin, (top2[..., 0] - top2[..., 1]).min().item())
-        assert torch.equal(s.argmax(-1), choice), "f32 C8 choice differs from float64 choice"
+        assert torch.equal(s.argmax(-1), choice), "f32 router choice differs from float64 choice"
         K = p.shape[-1]
         stats[i] = torch.bincount(choice.reshape(-1), minlength=K).tolist()
     return stats, min_margin
@@ -258,7 +258,7 @@ def build_case(case, out_root):
             la = alt(tokens)
         rel = float((la - logits).abs().max() / logits.abs().max())
         info["c1_logit_change_if_router_eps_1e-6"] = rel
-        assert rel > 1e-3, f"C1 not visible enough: {rel}"
+        assert rel > 1e-3, f"router eps = norm_epsilon not visible enough: {rel}"
 
     # f32 evaluation of the same weights: how close does plain f32 arithmetic land?
     m32 = ZayaTwin(cfg, dtype=torch.float32)
@@ -321,7 +321,7 @@ def build_case(case, out_root):
           f"routing={stats} margin={margin:.2e} size={size} "
           f"f32: logits {info['f32_twin_logits_maxerr_over_maxabs']:.1e} loss {info['f32_twin_loss_abserr']:.1e} "
           f"grad {info['f32_twin_worst_grad_rel_l2']:.1e}"
-          + (f" C1 {info['c1_logit_change_if_router_eps_1e-6']:.1e}" if "c1_logit_change_if_router_eps_1e-6" in info else ""))
+          + (f" router-eps {info['c1_logit_change_if_router_eps_1e-6']:.1e}" if "c1_logit_change_if_router_eps_1e-6" in info else ""))
     return size
 
 

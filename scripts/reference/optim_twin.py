@@ -1,5 +1,5 @@
 """Optimizer twin (float64) of src/train/: Muon, AdamW, global-norm clipping, LR schedules and the
-balancing-bias update, exactly as /work/shared/spec/system.md §3 and zaya1-model.md §10 and as
+balancing-bias update, exactly as docs/training.md and docs/model.md §10 and as
 src/train/optimizer.h groups parameters. Used by make_optim_vectors.py.
 
 Grouping by parameter name/shape (= ParamKind in src/model/param_layout.h):
@@ -7,7 +7,7 @@ Grouping by parameter name/shape (= ParamKind in src/model/param_layout.h):
   other 2-D weights              -> Muon, weight decay (Matrix / Expert: each expert its own matrix)
   3-D conv weights               -> AdamW, no decay (Conv)
   1-D tensors                    -> AdamW, no decay (Vector)
-  balancing_biases (buffers)     -> only the balancing-bias AdamW, real experts only (C3)
+  balancing_biases (buffers)     -> only the balancing-bias AdamW, real experts only (the skip entry never moves)
 With use_muon False every parameter uses AdamW (2-D weights decayed).
 """
 import math
@@ -127,7 +127,7 @@ class TwinOptimizer:
 
     @torch.no_grad()
     def update_balancing_biases(self, counts):
-        """counts: {layer: list of K class counts over the global batch} (spec §10)."""
+        """counts: {layer: list of K class counts over the global batch} (docs/model.md §10)."""
         c = self.cfg
         self.balance_steps += 1
         t = self.balance_steps

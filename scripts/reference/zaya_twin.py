@@ -1,21 +1,21 @@
-"""PyTorch reference twin of ZAYA1 (see /work/shared/spec/zaya1-model.md, "the spec").
+"""PyTorch reference twin of ZAYA1 (see docs/model.md).
 
 A clean nn.Module whose named_parameters() / named_buffers() carry exactly the checkpoint names of
-spec §2 (model.embed_tokens.weight, model.layers.{i}.self_attn.qkv.linear_q.weight, ...).
-Forward = spec §3-§6 with conventions C1-C8; backward = autograd (spec §8 is what autograd computes,
-with C6 given by nn.Embedding's padding_idx).
+docs/model.md §2 (model.embed_tokens.weight, model.layers.{i}.self_attn.qkv.linear_q.weight, ...).
+Forward = §3-§6 with the conventions of §0.2; backward = autograd (§8 is what autograd computes,
+with the pad row's lookup gradient dropped by nn.Embedding's padding_idx).
 
-The compute dtype is a constructor parameter (float64 for test vectors). Points the spec requires
+The compute dtype is a constructor parameter (float64 for test vectors). Points docs/model.md requires
 to be fp32-or-wider (RMSNorm statistics, softmaxes, CE) are computed in max(dtype, fp32).
-RoPE tables are always built in fp32 (C7) and then cast to the compute dtype.
-The router's top-1 choice compares fp32(p) + fp32(bias) (C8).
+RoPE tables are always built in fp32 and then cast to the compute dtype.
+The router's top-1 choice compares fp32(p) + fp32(bias).
 
 Usage:
     cfg = json.load(open("config.json"))
     model = ZayaTwin(cfg, dtype=torch.float64)
     model.load_tensors(safetensors_io.load("model.safetensors"))
     logits = model(tokens)            # [B, T, V]
-    loss = model.loss(tokens)         # C4
+    loss = model.loss(tokens)         # mean next-token CE, no ignore index
 """
 import math
 from collections import OrderedDict
@@ -25,10 +25,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # --------------------------------------------------------------------------------------------
-# Config (spec §1)
+# Config (docs/model.md §1)
 # --------------------------------------------------------------------------------------------
 
-# Fields whose value is fixed for ZAYA1 (spec §1.1): name -> (required value(s), S1 default)
+# Fields whose value is fixed for ZAYA1 (docs/model.md §1.1): name -> (required value(s), S1 default)
 _FIXED = {
     "moe_router_topk": ((1,), 1),
     "attention_bias": ((False,), False),
@@ -53,7 +53,7 @@ _S1_DEFAULTS = {
 
 
 class ZayaConfig:
-    """Validated view of an S1-schema config dict (spec §1.3); raises ValueError naming the field."""
+    """Validated view of an S1-schema config dict (docs/model.md §1.3); raises ValueError naming the field."""
 
     def __init__(self, cfg):
         self.raw = dict(cfg)
@@ -152,12 +152,12 @@ class ZayaConfig:
         return self.n_experts[i] + (1 if self.use_mod else 0)
 
     def has_gamma(self, i):
-        # S1: EDA scale exists iff zaya_use_eda and the sub-layer index is not 1 (spec §5.2).
+        # S1: EDA scale exists iff zaya_use_eda and the sub-layer index is not 1 (docs/model.md §5.2).
         return self.kinds[i] == "m" and self.use_eda and i != 1
 
 
 def param_shapes(cfg):
-    """Ordered dict name -> (shape tuple, kind) with kind 'param' or 'buffer' (spec §2).
+    """Ordered dict name -> (shape tuple, kind) with kind 'param' or 'buffer' (docs/model.md §2).
     Works from the config alone (no allocation), e.g. for counting ZAYA1-base."""
     c = cfg if isinstance(cfg, ZayaConfig) else ZayaConfig(cfg)
     D, d, Hq, Hk, C = c.D, c.d, c.Hq, c.Hk, c.C
@@ -242,7 +242,7 @@ def _wide(dtype):
 
 
 class RMSNorm(nn.Module):
-    """spec §3: y = w ⊙ (ρ v), ρ = (mean v² + eps)^(-1/2), ρ computed in >= fp32."""
+    """docs/model.md §3: y = w ⊙ (ρ v), ρ = (mean v² + eps)^(-1/2), ρ computed in >= fp32."""
 
     def __init__(self, n, eps, dtype):
         super().__init__()
@@ -257,7 +257,7 @@ class RMSNorm(nn.Module):
 
 
 class ResidualScaling(nn.Module):
-    """spec §3: h = (o + β°) ⊙ α° [+ (h_prev + βʳ) ⊙ αʳ  unless first]."""
+    """docs/model.md §3: h = (o + β°) ⊙ α° [+ (h_prev + βʳ) ⊙ αʳ  unless first]."""
 
     def __init__(self, D, first, dtype):
         super().__init__()
@@ -277,7 +277,7 @@ class ResidualScaling(nn.Module):
 
 
 def rope_tables(T, r, theta, dtype):
-    """C7 / spec §4.6: fp32 tables, then cast to `dtype`. Returns cos, sin of shape [T, r] ([freqs; freqs]).
+    """docs/model.md §4.6: fp32 tables, then cast to `dtype`. Returns cos, sin of shape [T, r] ([freqs; freqs]).
 
     Every step is an fp32 operation with a correctly rounded result, as a C/C++ implementation with
     powf/cosf/sinf gives it: e_i = float(2i)/float(r) and 1.0f/P_i and float(t)*inv_freq_i are single
@@ -315,7 +315,7 @@ def apply_rope(v, cos, sin, r):
 
 
 class CCA(nn.Module):
-    """spec §4.1-§4.6 (returns post-RoPE queries/keys and values, head-major)."""
+    """docs/model.md §4.1-§4.6 (returns post-RoPE queries/keys and values, head-major)."""
 
     def __init__(self, c, dtype):
         super().__init__()
@@ -335,7 +335,7 @@ class CCA(nn.Module):
 
     def conv(self, u):
         """u: [B, T, C] -> z: [B, T, C]. The *input* is padded with two zero columns (as S1), so the
-        stage-0 output at the padding position is b0 (y_{-1} = b0, spec §4.2)."""
+        stage-0 output at the padding position is b0 (y_{-1} = b0, docs/model.md §4.2)."""
         z = self.conv_qk(F.pad(u.transpose(1, 2), (2, 0)))
         return z.transpose(1, 2)
 
@@ -367,7 +367,7 @@ class CCA(nn.Module):
 
 
 class ZayaAttention(nn.Module):
-    """spec §4.7: causal GQA softmax attention + o_proj."""
+    """docs/model.md §4.7: causal GQA softmax attention + o_proj."""
 
     def __init__(self, c, dtype):
         super().__init__()
@@ -384,14 +384,14 @@ class ZayaAttention(nn.Module):
         s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(c.d)     # [B,Hq,T,T]
         mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         s = s.masked_fill(mask, float("-inf"))
-        a = torch.softmax(s.to(_wide(s.dtype)), dim=-1).to(s.dtype)  # C2
+        a = torch.softmax(s.to(_wide(s.dtype)), dim=-1).to(s.dtype)  # fp32 or wider
         o = torch.matmul(a, v)                                       # [B,Hq,T,d]
         o = o.transpose(1, 2).reshape(B, T, c.Hq * c.d)
         return self.o_proj(o)
 
 
 class ZayaRouter(nn.Module):
-    """spec §5.1-§5.4."""
+    """docs/model.md §5.1-§5.4."""
 
     def __init__(self, c, i, dtype, router_eps=None):
         super().__init__()
@@ -401,7 +401,7 @@ class ZayaRouter(nn.Module):
         self.has_gamma = c.has_gamma(i)
         if self.has_gamma:
             self.router_states_scale = nn.Parameter(torch.ones(R, dtype=dtype))
-        # C1: eps = norm_epsilon (router_eps only overrides it for the C1 visibility check).
+        # eps = norm_epsilon (router_eps only overrides it to show that this choice is visible).
         self.rmsnorm_eda = RMSNorm(R, c.eps if router_eps is None else router_eps, dtype)
         self.router_mlp = nn.Sequential(
             nn.Linear(R, R, bias=True, dtype=dtype), nn.GELU(),   # exact erf GELU
@@ -419,8 +419,8 @@ class ZayaRouter(nn.Module):
             r = r + self.router_states_scale * r_prev               # §5.2 EDA (post-EDA, pre-norm)
         n = self.rmsnorm_eda(r)
         logits = self.router_mlp(n)
-        p = torch.softmax(logits.to(_wide(logits.dtype)), dim=-1).to(logits.dtype)  # C2
-        scores = p.detach().to(torch.float32) + self.balancing_biases.to(torch.float32)  # C8
+        p = torch.softmax(logits.to(_wide(logits.dtype)), dim=-1).to(logits.dtype)  # fp32 or wider
+        scores = p.detach().to(torch.float32) + self.balancing_biases.to(torch.float32)  # in fp32
         choice = torch.argmax(scores, dim=-1)                       # first max on ties
         return p, choice, r
 
@@ -445,7 +445,7 @@ class ZayaExperts(nn.Module):
 
 
 class ZayaBlock(nn.Module):
-    """spec §5.5-§5.6: top-1 dropless dispatch, weight = p[chosen] (not renormalised), skip -> p·x
+    """docs/model.md §5.5-§5.6: top-1 dropless dispatch, weight = p[chosen] (not renormalised), skip -> p·x
     (or 0 with skip_outputs_zero: transformers' native ZAYA, docs/checkpoint-layouts.md)."""
 
     skip_outputs_zero = False
@@ -472,7 +472,7 @@ class ZayaBlock(nn.Module):
         if self.use_mod and not self.skip_outputs_zero:
             idx = (cf == self.n).nonzero(as_tuple=False).squeeze(1)
             if idx.numel():
-                out = out.index_add(0, idx, xf.index_select(0, idx))  # C5: skip outputs p·x
+                out = out.index_add(0, idx, xf.index_select(0, idx))  # skip outputs p·x
         self.last_routing = {"p": p.detach(), "choice": choice.detach()}
         return out.view(B, T, D) * w, r_next
 
@@ -497,7 +497,7 @@ class ZayaModel(nn.Module):
     def __init__(self, c, dtype, router_eps=None):
         super().__init__()
         self.c = c
-        # padding_idx gives C6: lookup gradient is not accumulated into the pad row.
+        # padding_idx: the lookup gradient is not accumulated into the pad row.
         self.embed_tokens = nn.Embedding(c.V, c.D, padding_idx=c.pad_token_id, dtype=dtype)
         self.layers = nn.ModuleList([
             ZayaAttnLayer(c, i, dtype) if c.kinds[i] == "a" else ZayaMoELayer(c, i, dtype, router_eps)
@@ -506,7 +506,7 @@ class ZayaModel(nn.Module):
         self.final_norm = RMSNorm(c.D, c.eps, dtype)
 
     def forward(self, tokens):
-        """tokens: int64 [B, T] -> final normed hidden states [B, T, D]  (spec §6)."""
+        """tokens: int64 [B, T] -> final normed hidden states [B, T, D]  (docs/model.md §6)."""
         c = self.c
         T = tokens.shape[1]
         dtype = self.embed_tokens.weight.dtype
@@ -526,7 +526,7 @@ class ZayaModel(nn.Module):
 
 
 class ZayaTwin(nn.Module):
-    """Top-level module; parameter names are the checkpoint names of spec §2."""
+    """Top-level module; parameter names are the checkpoint names of docs/model.md §2."""
 
     def __init__(self, cfg, dtype=torch.float64, router_eps=None):
         super().__init__()
@@ -539,7 +539,7 @@ class ZayaTwin(nn.Module):
         return F.linear(f, self.model.embed_tokens.weight)          # tied LM head, [B,T,V]
 
     def loss(self, tokens, logits=None):
-        """C4: mean CE over positions 0..T-2 of every row predicting token t+1 (no ignore index)."""
+        """Mean CE over positions 0..T-2 of every row predicting token t+1 (no ignore index)."""
         if logits is None:
             logits = self(tokens)
         V = logits.shape[-1]
@@ -548,7 +548,7 @@ class ZayaTwin(nn.Module):
         return F.cross_entropy(lg, tokens[:, 1:].reshape(-1), reduction="mean")
 
     def train_loss(self, windows):
-        """The trainer's reading of a [B, T+1] batch of windows (system.md §3): the model reads the
+        """The trainer's reading of a [B, T+1] batch of windows (docs/training.md): the model reads the
         first T tokens of each row and predicts the T after its first; mean CE over B*T."""
         logits = self(windows[:, :-1])
         V = logits.shape[-1]
@@ -614,7 +614,7 @@ class ZayaTwin(nn.Module):
 
 @torch.no_grad()
 def init_spec_(model, gen):
-    """spec §9 (training from scratch, HF defaults)."""
+    """docs/model.md §9 (training from scratch, HF defaults)."""
     c = model.config
     for n, p in model.named_parameters():
         if n.endswith(("input_norm.weight", "final_norm.weight", "rmsnorm_eda.weight",

@@ -8,7 +8,7 @@
 // expected values, over all ranks. Exits non-zero if any element was wrong. Launch with
 // `mpirun -np N zaya bench comm …`; without a launcher it measures the 1-rank (copy) group.
 // --group nccl (or --backend nccl) measures the NCCL group on GPU buffers, one GPU per rank (the
-// CUDA build). The formulas and the check are documented in bench/comm.h.
+// CUDA build). The formulas and the check are documented in perf/comm.h.
 #include <cstdio>
 #include <string>
 

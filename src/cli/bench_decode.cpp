@@ -5,7 +5,7 @@
 // experts no token of the step was routed to (Decoder::weight_bytes_read: a token routed to the
 // skip class reads none, a batch may read several), so the rate is bounded by bandwidth / bytes
 // per step. Printed: decode tokens/s, the median step, weight bytes read per step, the bandwidth
-// that implies, the machine's read-only and copy bandwidth (bench/bandwidth.h), and their ratio.
+// that implies, the machine's read-only and copy bandwidth (perf/bandwidth.h), and their ratio.
 // The bound is the read-only bandwidth: a decode step reads its weights and writes next to
 // nothing, so bytes read per step over bytes read per second is the honest limit. The copy
 // figure (read + written bytes of a memcpy, STREAM's convention) is printed beside it and is not
@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include "perf/bandwidth.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
@@ -35,6 +34,7 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
+#include "perf/bandwidth.h"
 
 namespace zaya::cli {
 

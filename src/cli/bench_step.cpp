@@ -10,11 +10,11 @@
 // (the heartbeat's time inside them) and the rest ("outside ops": the trainer's own code).
 //
 // --device cpu (defaults: configs/models/step-bench.json, B 2, T 512, fp32): each timed step is
-// paired with sgemm probe passes (bench/sgemm.h) and profiled as it runs (the seam's timing costs
+// paired with sgemm probe passes (perf/sgemm.h) and profiled as it runs (the seam's timing costs
 // little on the CPU); CPU use (process CPU time / wall time × threads) and VmHWM are printed.
 // --device gpu (train.device = gpu, one process; defaults: configs/models/gpu-step-bench.json,
 // B 2, T 4096, bf16): each timed step ends with gpu::synchronize() and is paired with passes of
-// a square BF16 GEMM of --probe-size (bench/gpu_gemm_rate.h: gemm(), f32 accumulation) and, for
+// a square BF16 GEMM of --probe-size (perf/gpu_gemm_rate.h: gemm(), f32 accumulation) and, for
 // --precision fp32, an F32 one too; MFU is model FLOP/s over the BF16 rate (and over the F32
 // rate for fp32). Timed steps are not profiled: --profile-steps more steps follow with every GPU
 // op between two synchronisations (exact attribution, slower steps: their wall time is printed

@@ -50,7 +50,7 @@ struct DeviceDefaults {
 };
 inline constexpr DeviceDefaults kCpuDefaults{"configs/models/step-bench.json", 2, 512,
                                              ops::MatmulPrecision::F32};
-// 36 ZAYA1-base sub-layers, 2 × 4096 tokens: about 123 GiB of an H200's 139.8 GiB
+// 36 ZAYA1-base sub-layers, 2 × 4096 tokens: sized to fit one H200 in fp32 training
 // (configs/models/gpu-step-bench.md).
 inline constexpr DeviceDefaults kGpuDefaults{"configs/models/gpu-step-bench.json", 2, 4096,
                                              ops::MatmulPrecision::BF16};

@@ -1,10 +1,10 @@
 // zaya eval --model DIR --tokens FILE [--logits OUT] [--grads OUT] [--rows-per-batch N]
 //           [--device cpu|gpu] [--quiet]
 // Prints "loss <float>": the mean next-token cross-entropy over positions 0..T−2 of every line
-// (C4). --logits writes `logits` F32 [B,T,V]; --grads writes ∂loss/∂θ for every trainable
-// parameter under its own name (F32). --device gpu runs the whole forward and backward on the GPU
-// (weights widened to F32 at load, as on the CPU); logits and gradients come back to the host to
-// be written.
+// (no ignore index: pad tokens are targets too). --logits writes `logits` F32 [B,T,V]; --grads
+// writes ∂loss/∂θ for every trainable parameter under its own name (F32). --device gpu runs the
+// whole forward and backward on the GPU (weights widened to F32 at load, as on the CPU); logits and
+// gradients come back to the host to be written.
 #include <algorithm>
 #include <memory>
 #include <string>

@@ -2,12 +2,12 @@
 //                [--timeout 60] [--json]
 // The per-rank health check that `zaya supervise --preflight` runs through the job's launcher
 // (`mpirun -np N zaya preflight`) before the job: each rank times a checked sgemm and checks an
-// all_reduce and an all_gather (bench/preflight.h). Rank 0 alone prints: a table (rank, host,
+// all_reduce and an all_gather (resilience/preflight.h). Rank 0 alone prints: a table (rank, host,
 // sgemm GFLOP/s, ratio to the median, sgemm check, collective check, all_reduce GB/s) and a
 // verdict line on stdout — or with --json one JSON object instead — and, for each bad rank, one
 // line on stderr: "preflight: rank R (host H): why". Exit: 0 every rank good, 1 refused (on every
 // rank: all of them judge the same gathered figures). ZAYA_FAULT's slow@preflight / nan@preflight
-// (train/faults.h) make a rank slow or wrong on purpose; a bad ZAYA_FAULT is a zaya::Error.
+// (resilience/faults.h) make a rank slow or wrong on purpose; a bad ZAYA_FAULT is a zaya::Error.
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>

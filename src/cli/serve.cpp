@@ -1,7 +1,7 @@
 // zaya serve --model DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
 //            [--request-timeout SECONDS]
-// The OpenAI-compatible server (infer/server.h, docs/serving.md). Prints one startup line on
+// The OpenAI-compatible server (serve/server.h, docs/serving.md). Prints one startup line on
 // stdout once it listens (with the real port, so --port 0 picks a free one):
 //   zaya serve: NAME (PARAMS params, DTYPE) on http://HOST:PORT — KV cache N bytes/token, max
 //   batch B, context T
@@ -21,8 +21,8 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
-#include "serve/server.h"
 #include "model/inspect.h"
+#include "serve/server.h"
 
 namespace zaya::cli {
 

@@ -4,7 +4,7 @@
 //                -- COMMAND…
 // Runs COMMAND (e.g. `zaya train --config run.toml`) under the launcher, watches its heartbeats,
 // ends it on a crash or a hang and restarts it until it completes or the restarts are spent;
-// then writes DIR/goodput.json and prints the goodput summary (train/supervisor.h).
+// then writes DIR/goodput.json and prints the goodput summary (resilience/supervisor.h).
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // Heartbeats: where this rank is (step, section, collective), for `zaya supervise`
-// (docs/supervise.md; the file format is the contract in that document's "Files" section).
+// (docs/fault-tolerance.md; the file format is the contract in that document's "Files" section).
 //
 // Always on in memory (a few clock reads per section change: the straggler check uses the time a
 // step spent outside collectives); written to ZAYA_SUPERVISE_DIR/heartbeat_rankRRRRR.json — one
@@ -57,7 +57,7 @@ class Scope {
 // (OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID), else 0.
 void record_error(const std::string& message);
 
-// Runs at every section entry with the step in progress (fault injection: train/faults.h).
+// Runs at every section entry with the step in progress (fault injection: resilience/faults.h).
 using SectionHook = void (*)(int64_t step, Section s);
 void set_section_hook(SectionHook hook);
 

@@ -1,4 +1,4 @@
-// Progress of a long-running job on stderr (system.md §1: every long-running command shows
+// Progress of a long-running job on stderr (docs/cli.md: every long-running command shows
 // progress with rate and ETA; --quiet silences it).
 //   Tty   : one line redrawn in place ("\r…") at most every 0.1 s, ended with a newline by
 //   finish(). Lines : a plain line every `line_interval` seconds (logs, pipes, CI) and one at

@@ -1,4 +1,4 @@
-// TokenLoader: training windows from a dataset directory's token shards (system.md §2).
+// TokenLoader: training windows from a dataset directory's token shards (docs/cli.md).
 //
 // The split's shards are mapped and concatenated into one stream of N tokens. Window k is the
 // W = T+1 tokens starting at k·T (stride T = W−1: consecutive windows share one token, so every

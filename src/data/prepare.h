@@ -1,4 +1,4 @@
-// `zaya data prepare`: text → token shards (system.md §1–2; format in data/shards.h).
+// `zaya data prepare`: text → token shards (docs/cli.md; format in data/shards.h).
 //
 // Input: files matched by glob(3) patterns, in sorted order per pattern (duplicates dropped,
 // directories skipped). A file ending in ".jsonl" holds one document per line, a JSON object

@@ -1,4 +1,4 @@
-// Token shards (system.md §2) and the dataset manifest that lists them.
+// Token shards (docs/cli.md) and the dataset manifest that lists them.
 //
 // Shard file, little-endian, 64-byte header then the payload:
 //   offset  0  char[8]  magic "ZAYATOK1"

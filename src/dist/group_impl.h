@@ -15,7 +15,7 @@ void check_buffer(const char* what, const Tensor& t);
 void check_chunks(const char* what, const Tensor& whole, const Tensor& part, int ranks);
 void check_root(const char* what, int root, int ranks);
 // A host-memory buffer (the MPI group's): a GPU tensor throws zaya::Error naming `what` (device
-// buffers need the NCCL group of issue 17).
+// buffers need the NCCL group).
 void check_host(const char* what, const Tensor& t);
 
 // Polling a collective: the pause after `waited` seconds — none for 1 ms (a pure spin), then

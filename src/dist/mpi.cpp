@@ -109,7 +109,7 @@ MPI_Op mpi_op(ReduceOp op) {
 constexpr int64_t kMaxPiece = int64_t(1) << 30;  // elements per call of a split broadcast
 // Reductions go in pieces of at most 4 MiB: OpenMPI allocates a temporary as large as the
 // message for each reduction, and above glibc's 32 MiB mmap limit that is fresh memory every
-// call, whose page faults cost more than the transfer (25x slower at 256 MiB on the dev VM).
+// call, whose page faults cost more than the transfer.
 constexpr size_t kReducePieceBytes = size_t(4) << 20;
 
 class MpiGroup;

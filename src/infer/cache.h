@@ -1,8 +1,8 @@
-// SequenceCache: what decoding one sequence carries between steps (spec §4.8), per attention
-// sub-layer: K (post-norm, post-temperature, post-RoPE) and V for the Hk kv heads at every position
-// so far, the last two raw conv inputs u (zeros at the start, which reproduces y_{−1} = b0) and the
-// previous normed input x_{t−1} for the value shift (zeros at the start). One allocation, F32.
-// Shapes: cap positions, Hk kv heads, d head size, C conv channels, D model width.
+// SequenceCache: what decoding one sequence carries between steps (docs/model.md §4.8), per
+// attention sub-layer: K (post-norm, post-temperature, post-RoPE) and V for the Hk kv heads at
+// every position so far, the last two raw conv inputs u (zeros at the start, which reproduces
+// y_{−1} = b0) and the previous normed input x_{t−1} for the value shift (zeros at the start). One
+// allocation, F32. Shapes: cap positions, Hk kv heads, d head size, C conv channels, D model width.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -230,7 +230,7 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   const int64_t K = c.router_classes(i), E = c.num_experts(i);
   const int64_t F = c.ffn_hidden_size_list[size_t(i)], H = F / 2;
 
-  // Router (spec §5.1–5.4).
+  // Router (docs/model.md §5.1–5.4).
   ops::linear_forward(r, x, e.down_w, e.down_b);
   if (e.eda_scale.defined()) {
     ZAYA_ASSERT(rprev.defined(), "EDA scale without an earlier MoE layer");
@@ -251,15 +251,15 @@ void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor&
   ops::linear_forward(lg, a2, e.m3_w, {});
   ops::router_select_forward(probs, choice, weight, lg, e.biases);
 
-  // Dispatch (spec §5.5–5.6): each chosen expert runs once on its gathered tokens. The grouping
-  // is host metadata: the choices are copied back once.
+  // Dispatch (docs/model.md §5.5–5.6): each chosen expert runs once on its gathered tokens. The
+  // grouping is host metadata: the choices are copied back once.
   host_choice_.resize(size_t(N));
   device_copy(row_ids(host_choice_), choice);
   std::vector<std::vector<int32_t>>& tokens = expert_tokens_;  // reused: no allocation per step
   tokens.resize(size_t(E + 1));
   for (auto& t : tokens) t.clear();
   for (int64_t n = 0; n < N; ++n) tokens[size_t(host_choice_[size_t(n)])].push_back(int32_t(n));
-  // Skip class (MoD only): the normed input times its p (C5); 0 under native semantics.
+  // Skip class (MoD only): the normed input times its p, or 0 under native semantics.
   if (!tokens[size_t(E)].empty()) {
     const Tensor skip = row_ids(tokens[size_t(E)]);
     const Tensor x_SD = scratch(kXe, DType::F32, {skip.numel(), D});

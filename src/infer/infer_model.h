@@ -37,8 +37,8 @@ class InferModel {
   // outlive this) when matrix_dtype is F32, or owned BF16 copies when it is BF16.
   static InferModel from_model(const Model& m, DType matrix_dtype = DType::F32);
   // A random model for benchmarks, built straight in matrix_dtype (no F32 copy of the matrices):
-  // matrices uniform with std `std` from the counter RNG, vectors initialised as spec §9 says.
-  // Same values for any thread count; not the training initialisation (Model::init_random).
+  // matrices uniform with std `std` from the counter RNG, vectors initialised as docs/model.md §9
+  // says. Same values for any thread count; not the training initialisation (Model::init_random).
   static InferModel random(const ZayaConfig& c, uint64_t seed, DType matrix_dtype,
                            double std = 0.02);
 

@@ -1,4 +1,4 @@
-// GEMM tuning tables (issue 17): the text format only (no GPU, compiled in every build). The
+// GEMM tuning tables: the text format only (no GPU, compiled in every build). The
 // layout is PyTorch TunableOp's results CSV:
 //
 //   Validator,ZAYA_GEMM_TABLE_VERSION,1

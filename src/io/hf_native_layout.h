@@ -1,5 +1,5 @@
-// The one map between the original ZAYA tensor names (Zyphra's fork, ZAYA1-base; spec §2: one
-// entry per sub-layer, per-expert tensors) and transformers' native ones (ZAYA1-8B: one decoder
+// The one map between the original ZAYA tensor names (Zyphra's fork, ZAYA1-base; docs/model.md §2:
+// one entry per sub-layer, per-expert tensors) and transformers' native ones (ZAYA1-8B: one decoder
 // layer per attention + MoE pair, experts stacked). Used by the reader (open_model_tensors) and
 // the writer (save_model_dir) alike; docs/checkpoint-layouts.md prints the same table.
 //

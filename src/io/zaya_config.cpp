@@ -1,6 +1,6 @@
-// config.json ↔ ZayaConfig (spec §1). One field list (visit_fields) drives parsing, writing and
-// the set of known names; everything else in the file is kept verbatim in `extra`, where the
-// fixed-value fields of §1.1/§1.2 are checked. Every problem throws zaya::Error as
+// config.json ↔ ZayaConfig (docs/model.md §1). One field list (visit_fields) drives parsing,
+// writing and the set of known names; everything else in the file is kept verbatim in `extra`,
+// where the fixed-value fields of §1.1/§1.2 are checked. Every problem throws zaya::Error as
 // "config.json: field 'X': what is wrong (expected ...)".
 #include "io/zaya_config.h"
 
@@ -34,7 +34,7 @@ template <class V>
 LayerKinds(V&) -> LayerKinds<V>;
 
 // THE list of config.json fields that ZayaConfig holds. Missing optional fields keep the struct's
-// defaults, which are S1's defaults (spec §1.1).
+// defaults, which are S1's defaults (docs/model.md §1.1).
 template <class Config, class Visitor>
 void visit_fields(Config& c, Visitor&& v) {
   v("hidden_size", c.hidden_size, Need::Required);
@@ -61,7 +61,7 @@ void visit_fields(Config& c, Visitor&& v) {
   v("residual_in_fp32", c.residual_in_fp32, Need::Optional);
 }
 
-// Fields kept in `extra` whose value S1 fixes: present → must equal `want` (spec §1.1, §1.2).
+// Fields in `extra` whose value S1 fixes (docs/model.md §1.1, §1.2): present → must be `want`.
 struct FixedValue {
   const char* field;
   json want;

@@ -1,5 +1,5 @@
-// ZayaConfig: the ZAYA1 config.json schema (spec §1) as a struct, plus the derived sizes the model
-// uses. Parsing, validation (naming the bad field) and writing live in zaya_config.cpp.
+// ZayaConfig: the ZAYA1 config.json schema (docs/model.md §1) as a struct, plus the derived sizes
+// the model uses. Parsing, validation (naming the bad field) and writing live in zaya_config.cpp.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -13,11 +13,11 @@ namespace zaya {
 // Which of the two checkpoint families a model belongs to. It picks both the on-disk layout
 // (config schema and tensor names, see io/hf_native_layout.h) and the few places where the two
 // reference implementations compute differently (docs/checkpoint-layouts.md):
-//   Original: Zyphra's transformers fork (ZAYA1-base, spec "S1"): skip class outputs p·x (C5), the
-//             q/k L2 norm divides by the plain norm.
+//   Original: Zyphra's transformers fork (ZAYA1-base; "S1" of docs/model.md): skip class outputs
+//             p·x, the q/k L2 norm divides by the plain norm.
 //   Native:   Hugging Face transformers' own ZAYA (ZAYA1-8B): skip class outputs 0, the L2 norm is
 //             clamped below at float32's epsilon.
-// Both take the router norm's eps from the model's one norm eps (norm_epsilon = rms_norm_eps, C1).
+// Both take the router norm's eps from the model's one norm eps (norm_epsilon = rms_norm_eps).
 enum class Semantics { Original, Native };
 template <>
 struct EnumWords<Semantics> {
@@ -86,8 +86,8 @@ struct ZayaConfig {
 // zaya::Error naming the field on any problem (and on a file mixing schemas). Original schemas give
 // Semantics::Original, the native one Semantics::Native.
 ZayaConfig config_from_json(const nlohmann::json& j, ConfigSchema* schema = nullptr);
-// The checks of spec §1.3 (and the fixed values of §1.1/§1.2, looked up in `extra`) on a config
-// built in code; config_from_json and save_config run it. Throws zaya::Error naming the field.
+// The checks of docs/model.md §1.3 (and the fixed values of §1.1/§1.2, looked up in `extra`) on a
+// config built in code; config_from_json and save_config run it. Throws zaya::Error naming a field.
 void validate_config(const ZayaConfig& c);
 ZayaConfig load_config(const std::string& path, ConfigSchema* schema = nullptr);
 // The file in c's family: Original → the S1-readable file (the known fields plus `extra` verbatim,

@@ -1,5 +1,5 @@
-// The CCA sub-layer (attention.h, spec §4): forward as explicit op calls in order, backward in
-// strict reverse order, through the saved AttentionActs.
+// The CCA sub-layer (attention.h, docs/model.md §4): forward as explicit op calls in order,
+// backward in strict reverse order, through the saved AttentionActs.
 #include "model/attention.h"
 
 #include "ops/ops.h"

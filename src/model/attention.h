@@ -1,5 +1,5 @@
-// One CCA attention sub-layer (spec §4) as explicit op calls: forward saves into AttentionActs,
-// backward runs the same ops in strict reverse order (spec §8.5).
+// One CCA attention sub-layer (docs/model.md §4) as explicit op calls: forward saves into
+// AttentionActs, backward runs the same ops in strict reverse order (§8.5).
 #pragma once
 #include "io/zaya_config.h"
 #include "model/activations.h"

@@ -82,7 +82,7 @@ void Model::init_random(uint64_t seed, double std) {
       case ParamInit::One:
         ops::fill(p, 1.0);
         break;
-      case ParamInit::BalancingBias:  // real experts 0, the skip class −1 (C3)
+      case ParamInit::BalancingBias:  // real experts 0, the skip class −1 (never updated)
         ops::fill(p, 0.0);
         if (config_.zaya_use_mod) ops::fill(p.rows(n - 1, n), -1.0);
         break;

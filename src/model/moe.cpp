@@ -31,7 +31,7 @@ void moe_layer_forward(const ZayaConfig& c, const MoeWeights& w, MoeActs& a, con
     ZAYA_ASSERT(rprev.defined(), "EDA scale without an earlier MoE layer");
     ops::eda_forward(a.r, w.eda_scale, rprev);
   }
-  ops::rmsnorm_forward(a.rn, a.rrstd, a.r, w.norm_w, float(c.norm_epsilon));  // C1
+  ops::rmsnorm_forward(a.rn, a.rrstd, a.r, w.norm_w, float(c.norm_epsilon));  // the model's eps
   ops::linear_forward(a.a1p, a.rn, w.m1_w, w.m1_b);
   ops::gelu_forward(a.a1, a.a1p);
   ops::linear_forward(a.a2p, a.a1, w.m2_w, w.m2_b);

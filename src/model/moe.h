@@ -1,5 +1,5 @@
-// One MoE sub-layer (spec §5): router (down-projection, EDA, RMSNorm, GELU MLP, biased top-1)
-// and dropless expert dispatch; backward in strict reverse order (spec §8.6–§8.8).
+// One MoE sub-layer (docs/model.md §5): router (down-projection, EDA, RMSNorm, GELU MLP, biased
+// top-1) and dropless expert dispatch; backward in strict reverse order (§8.6–§8.8).
 #pragma once
 #include "io/zaya_config.h"
 #include "model/activations.h"

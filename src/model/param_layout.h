@@ -1,6 +1,6 @@
-// The one parameter list of a ZAYA1 model (spec §2): every tensor's name, shape, kind and offset
-// in the parameter arena. It drives load, save, zeroing, initialisation, optimizer grouping and
-// gradient reduction; nothing else enumerates parameters.
+// The one parameter list of a ZAYA1 model (docs/model.md §2): every tensor's name, shape, kind and
+// offset in the parameter arena. It drives load, save, zeroing, initialisation, optimizer grouping
+// and gradient reduction; nothing else enumerates parameters.
 //
 // Layout: tensors are packed without padding in list order, and the order keeps together what
 // one GEMM reads: linear_q ‖ linear_k (= W_qk [C, D]), val_proj1 ‖ val_proj2 (= W_v [H_k·d, D]),

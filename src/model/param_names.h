@@ -1,4 +1,4 @@
-// The tensor names of a ZAYA1 checkpoint (Hugging Face layout, spec §2), written once: the
+// The tensor names of a ZAYA1 checkpoint (Hugging Face layout, docs/model.md §2), written once: the
 // parameter layout (param_layout.cpp), the training views (weights.cpp) and the inference views
 // (infer/infer_model.cpp) all bind through these.
 #pragma once

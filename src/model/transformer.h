@@ -1,5 +1,5 @@
-// The whole ZAYA1 graph (spec §6): embedding → [merge + RMSNorm → CCA | MoE] × L → final merge +
-// RMSNorm → tied LM head → cross-entropy (C4). Backward in strict reverse order (spec §8). Runs on
+// The whole ZAYA1 graph (docs/model.md §6): embedding → [merge + RMSNorm → CCA | MoE] × L → final
+// merge + RMSNorm → tied LM head → cross-entropy. Backward in strict reverse order (§8). Runs on
 // the model's device: the activations must live there too; ids and targets are host arrays.
 #pragma once
 #include <cstdint>
@@ -14,12 +14,12 @@ namespace zaya {
 // logits against targets[B·T] (the token each position should predict; −1: none) with the fused
 // LM head, which keeps no [B·T, V] buffer; `a.logits` [B·T, V] is filled only when the
 // activations were made with keep_logits. Returns the mean cross-entropy over the positions that
-// have a target (C4). Training passes a window's first T tokens as ids and the T after its first as
+// have a target. Training passes a window's first T tokens as ids and the T after its first as
 // targets.
 double model_forward(const Model& m, Activations& a, const int32_t* ids, const int32_t* targets);
 
-// `zaya eval`'s reading (system.md §1): each row is its own target sequence, position t predicts
-// ids[t+1]; the mean over the B·(T−1) positions 0..T−2.
+// `zaya eval`'s reading (docs/model.md §11): each row is its own target sequence, position t
+// predicts ids[t+1]; the mean over the B·(T−1) positions 0..T−2.
 double model_forward(const Model& m, Activations& a, const int32_t* ids);
 
 // Training's forward: model_forward(m, a, ids, targets) with the LM head's backward for grad_scale

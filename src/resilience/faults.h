@@ -1,6 +1,6 @@
 // Fault injection (ZAYA_FAULT): failures on purpose, through the code paths a real one takes — a
 // SIGKILL, a hang, an exit, a slow rank, a NaN or a spike in the loss, a corrupted checkpoint —
-// so that `zaya supervise`'s detection and recovery can be tested (docs/supervise.md).
+// so that `zaya supervise`'s detection and recovery can be tested (docs/fault-tolerance.md).
 //
 // Grammar: comma-separated specs, each KIND@WHEN[:key:value...][:always]
 //   KIND  kill | hang | exit | slow | nan | spike | corrupt-checkpoint

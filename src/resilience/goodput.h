@@ -1,6 +1,6 @@
 // The goodput report of `zaya supervise`: where the wall time of a supervised job went. A pure
 // function of the supervisor's attempt records (launch / end on its steady clock, how each ended)
-// and each attempt's events.jsonl and faults_fired.txt (docs/supervise.md).
+// and each attempt's events.jsonl and faults_fired.txt (docs/fault-tolerance.md).
 //
 // The parts sum to the wall time, each one ≥ 0:
 //   wall = productive + overhead (before_launch + setup + after_step + shutdown) + anomalies

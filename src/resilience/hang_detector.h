@@ -1,5 +1,5 @@
-// Hang detection for `zaya supervise` (docs/supervise.md, "Localising a hang"): pure logic over
-// the ranks' heartbeat records and the supervisor-clock time each record's `seq` last changed.
+// Hang detection for `zaya supervise` (docs/fault-tolerance.md, "Localising a hang"): pure logic
+// over the ranks' heartbeat records and the supervisor-clock time each record's `seq` last changed.
 //
 // Timeouts per section: setup (also while a rank's heartbeat file does not exist yet), eval and
 // checkpoint are fixed (600 s by default); the in-step sections data / forward-backward /

@@ -10,7 +10,7 @@
 //   completely and exactly by Freivalds' test, C·x = A·(B·x) in double for a fixed vector x of
 //   nonzero small integers (every value an integer below 2^53): a wrong or non-finite entry makes
 //   its row differ. sgemm_wrong = rows that differ.
-// collectives (the data and checks of bench/comm.h, exact in every dtype): an all_reduce (sum) of
+// collectives (the data and checks of perf/comm.h, exact in every dtype): an all_reduce (sum) of
 //   `allreduce_bytes` of f32, timed — allreduce_gbs = S / this rank's mean seconds per call
 //   (algbw) — and an all_gather of 64 KiB of i32; each rank counts the elements of its own result
 //   that differ from the known answer.
@@ -18,8 +18,8 @@
 //   when its sgemm rate is below min_ratio × the median rate over the ranks (an even count: the
 //   mean of the middle two). One rank can only fail the checks.
 //
-// bench/ sits below train/, so the injected fault (train/faults.h preflight_fault) comes in as an
-// Injection from the caller: a sleep inside the timed products, a NaN in the product before its
+// The injected fault (resilience/faults.h preflight_fault) comes in as an Injection from the
+// caller (cli/preflight.cpp): a sleep inside the timed products, a NaN in the product before its
 // check.
 #pragma once
 #include <cstdint>

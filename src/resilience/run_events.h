@@ -1,4 +1,4 @@
-// The events of a supervised run (docs/supervise.md, "events.jsonl"): rank 0 appends one JSON
+// The events of a supervised run (docs/fault-tolerance.md, "events.jsonl"): rank 0 appends one JSON
 // object per line — start, step, anomaly, rollback, straggler, done — flushed after each, for the
 // supervisor's goodput report. Nothing is written when the run is not supervised. Best effort:
 // a failed write is reported once and never stops training.

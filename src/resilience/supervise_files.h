@@ -1,5 +1,6 @@
-// The files of a supervised job's directory, as the supervisor reads them (docs/supervise.md):
-// heartbeat_rankRRRRR.json, events.jsonl, error_rankRRRRR.txt, faults_fired.txt.
+// The files of a supervised job's directory, as the supervisor reads them
+// (docs/fault-tolerance.md): heartbeat_rankRRRRR.json, events.jsonl, error_rankRRRRR.txt,
+// faults_fired.txt.
 #pragma once
 #include <string>
 #include <utility>

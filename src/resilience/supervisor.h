@@ -1,6 +1,6 @@
 // `zaya supervise`: runs a training job (optionally under a launcher such as mpirun or srun) in a
-// process group of its own, watches its heartbeats (docs/supervise.md), ends it on a crash or a
-// hang, and restarts it (the job resumes from its newest valid checkpoint) until it completes or
+// process group of its own, watches its heartbeats (docs/fault-tolerance.md), ends it on a crash or
+// a hang, and restarts it (the job resumes from its newest valid checkpoint) until it completes or
 // the restart budget is spent. Writes DIR/goodput.json and prints its summary when it ends.
 //
 // Exit: 0 when the job completed; 130 when the supervisor was stopped (SIGINT / SIGTERM: the job

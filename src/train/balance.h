@@ -1,8 +1,8 @@
-// The routing counts behind the balancing-bias update (spec zaya1-model.md §10, system.md §3):
+// The routing counts behind the balancing-bias update (docs/model.md §10, docs/training.md):
 // once per optimizer step, per MoE sub-layer, the error e_i = c_i/N_tok − 1/n over the n real
 // experts (c_i: tokens of the global batch that chose expert i, N_tok: all routed tokens including
 // skips) is the gradient of a separate AdamW on the real experts' biases (ops::balance_update,
-// called by Optimizer::update_balancing_biases). The skip class's bias is never touched (C3).
+// called by Optimizer::update_balancing_biases). The skip class's bias is never touched.
 #pragma once
 #include <cstdint>
 #include <span>

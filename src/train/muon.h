@@ -1,4 +1,4 @@
-// Muon update of one 2-D weight matrix (system.md §3):
+// Muon update of one 2-D weight matrix (docs/training.md):
 //   buf ← μ·buf + g;  u = nesterov ? g + μ·buf : buf;  O = NewtonSchulz(u) (ops::newton_schulz);
 //   w ← w − lr·(rms_scale·√max(rows, cols)·O + wd·w)   (decoupled weight decay).
 // rms_scale = 0.2 matches the update's RMS to AdamW's, so one learning rate serves both.

@@ -1,12 +1,13 @@
-// The optimizer of a training step (system.md §3): global-norm clipping, Muon for the 2-D hidden
-// matrices, AdamW for the rest, and the separate AdamW of the balancing biases (spec §10).
+// The optimizer of a training step (docs/training.md): global-norm clipping, Muon for the 2-D
+// hidden matrices, AdamW for the rest, and the separate AdamW of the balancing biases
+// (docs/model.md §10).
 //
 // Grouping by ParamKind (model/param_layout.h):
 //   Matrix, Expert → Muon (each expert's fc1 [F,D] / fc2 [D,F/2] is its own matrix), decayed;
 //   Embedding      → AdamW, decayed (it is a matrix: "weight decay only on matrices");
 //   Vector, Conv   → AdamW, no decay (conv weights are 3-D kernels, not matrices: our choice);
 //   Buffer         → never touched by step(); update_balancing_biases moves the real experts'
-//                    entries of each balancing_biases (the skip entry stays as stored, C3).
+//                    entries of each balancing_biases (the skip entry stays as stored).
 // With use_muon = false every trainable parameter uses AdamW (Matrix/Expert decayed).
 //
 // ZeRO-1 (train/zero_plan.h): the optimizer belongs to a dist::Group. Each rank holds the state of
@@ -42,13 +43,13 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/arena.h"
 #include "io/zaya_config.h"
 #include "model/activations.h"
 #include "model/model.h"
 #include "ops/ops.h"
 #include "train/balance.h"
-#include "checkpoint/checkpoint.h"
 #include "train/optim_config.h"
 #include "train/zero_plan.h"
 
@@ -96,8 +97,8 @@ class Optimizer {
 
   // Balancing-bias update from per-layer class counts over the global batch (counts[layer index]
   // = the K class counts of that MoE sub-layer, summed over micro-batches and ranks; only MoE
-  // layers present) — spec §10. Local: every rank applies the same update to its copy. Has its
-  // own step count for the bias corrections (one per call that updates something).
+  // layers present) — docs/model.md §10. Local: every rank applies the same update to its copy. Has
+  // its own step count for the bias corrections (one per call that updates something).
   void update_balancing_biases(Model& m, const RoutingCounts& counts);
 
   // The global optimizer state (independent of the number of ranks) is, in layout order,

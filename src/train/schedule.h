@@ -1,4 +1,4 @@
-// Learning-rate schedules (system.md §3): linear warm-up, then cosine or WSD
+// Learning-rate schedules (docs/training.md): linear warm-up, then cosine or WSD
 // (warmup-stable-decay) down to a floor, or constant.
 //
 // lr(k) is the rate of optimizer step k (0-based; the step line calls it step s = k + 1 of S =

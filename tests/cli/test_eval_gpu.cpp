@@ -1,4 +1,4 @@
-// `zaya eval --device` (issue 13): only cpu and gpu pass the flag check; gpu where there is no GPU
+// `zaya eval --device`: only cpu and gpu pass the flag check; gpu where there is no GPU
 // (a CPU-only build, or a machine without one) is one clear "zaya: error:" line before any work;
 // cpu, the default, names its device in the log line.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Bad command lines and hostile sizes through the CLI (issue 12): every one is a single
+// Bad command lines and hostile sizes through the CLI: every one is a single
 // "zaya: error:" line and exit 1 (never CLI11's own exit codes 105/106/109, never a 309-digit
 // number), --help still exits 0; a max-new-tokens near INT64_MAX and a config with a billion
 // experts are clear errors at once.

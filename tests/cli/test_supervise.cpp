@@ -1,5 +1,5 @@
 // `zaya supervise` end to end against small shell-script jobs that follow the job side of the
-// contract (docs/supervise.md: heartbeat files, events.jsonl, error_rank files, exit codes):
+// contract (docs/fault-tolerance.md: heartbeat files, events.jsonl, error_rank files, exit codes):
 // bad input (fault spec, missing launcher / job, bad flags), a job that fails at setup every time
 // (stops after 3 attempts, with the cause), --max-restarts 0, a crash with the rank's message, a
 // hang named by rank / host / section, a clean run whose goodput.json adds up, a preflight that

@@ -1,4 +1,4 @@
-// The GEMM table's user-facing edges that need no GPU (issue 17): `zaya tune gemm` flags and its
+// The GEMM table's user-facing edges that need no GPU: `zaya tune gemm` flags and its
 // clear error without a GPU, `zaya train --record-untuned` on the CPU device, and the
 // train.gemm_table key (it needs train.device = gpu).
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// What a supervised job writes for `zaya supervise` (docs/supervise.md): with ZAYA_SUPERVISE_DIR
-// set, `zaya train` keeps a fixed-size heartbeat record per rank (ending in section "done"),
-// appends its events (start, one per step, done), records fired faults once per job, and a
-// failing run leaves its error message in error_rank00000.txt.
+// What a supervised job writes for `zaya supervise` (docs/fault-tolerance.md): with
+// ZAYA_SUPERVISE_DIR set, `zaya train` keeps a fixed-size heartbeat record per rank (ending in
+// section "done"), appends its events (start, one per step, done), records fired faults once per
+// job, and a failing run leaves its error message in error_rank00000.txt.
 #include <filesystem>
 #include <fstream>
 

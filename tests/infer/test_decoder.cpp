@@ -26,11 +26,12 @@
 namespace zaya {
 namespace {
 
-constexpr double kDecodeRel = 1e-5;  // the bound, relative to the largest |logit|
+constexpr double kDecodeRel = 1e-5;  // the bound, relative to the largest |logit|
 
 std::vector<std::string> model_cases() {
   std::vector<std::string> dirs;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(ZAYA_TEST_FIXTURES) + "/model"))
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(ZAYA_TEST_FIXTURES) + "/model"))
     if (e.is_directory()) dirs.push_back(e.path().string());
   std::sort(dirs.begin(), dirs.end());
   return dirs;

@@ -1,7 +1,7 @@
-// The engine's size checks (issue 12): max_new_tokens near INT64_MAX is rejected without
+// The engine's size checks: max_new_tokens near INT64_MAX is rejected without
 // overflowing prompt + max_new_tokens, and a model claiming a huge context is served with the
 // context whose KV cache fits the budget — a request that asks for the whole context allocates
-// only that (the probe's max_position_embeddings 2^62 overflowed the cache size instead).
+// only that (a max_position_embeddings of 2^62 once overflowed the cache size instead).
 #include <gtest/gtest.h>
 
 #include <climits>

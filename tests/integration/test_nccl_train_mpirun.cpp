@@ -2,8 +2,8 @@
 // against the same 2-rank run on the CPU (the mpi group): every step's loss within 1e-4
 // relative, with one ZeRO-1 bucket (Muon) and with one per layer (AdamW: the reduce-scatters
 // overlap the backward) (label mpi; skipped without a GPU, mpirun or a
-// loadable NCCL; scripts/gpu_emu/run.sh test_integration_nccl_train_mpirun runs it emulated). Steps:
-// ZAYA_GPU_TRAIN_STEPS (default 3, small for the emulator), Muon and AdamW as configured.
+// loadable NCCL; scripts/gpu_emu/run.sh test_integration_nccl_train_mpirun runs it emulated).
+// Steps: ZAYA_GPU_TRAIN_STEPS (default 3, small for the emulator), Muon and AdamW as configured.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,7 +21,7 @@ using namespace zaya::test;
 
 namespace {
 
-constexpr double kLossRel = 1e-4;  // issue 17: fp32 GPU losses vs the CPU trainer's
+constexpr double kLossRel = 1e-4;  // fp32 GPU losses vs the CPU trainer's
 
 int64_t train_steps() {
   const char* env = std::getenv("ZAYA_GPU_TRAIN_STEPS");

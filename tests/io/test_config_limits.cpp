@@ -1,4 +1,4 @@
-// check_config_limits (issue 12): each hostile size of the probe is a clear error naming the field
+// check_config_limits: each hostile size is a clear error naming the field
 // and the limit, at once (no overflow, no abort, no runaway allocation).
 #include "io/config_limits.h"
 

@@ -27,7 +27,7 @@ TEST(JsonParse, RejectsDeepNestingWithTheOffset) {
               std::string::npos)
         << e.what();
   }
-  // A million deep (the probe's request): rejected fast, no stack overflow.
+  // A million deep: rejected fast, no stack overflow.
   const std::string deep = R"({"prompt": )" + std::string(1'000'000, '[');
   EXPECT_THROW(parse_json(deep), JsonError);
   const std::string objects = std::string(500'000, '{') + "}";

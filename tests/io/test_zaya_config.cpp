@@ -1,6 +1,6 @@
-// config.json: the two preset configs of spec §12 parse with the documented derived sizes, round
-// trip exactly, missing optional fields take S1's defaults, and every validation rule of §1.3 (and
-// each fixed value of §1.1/§1.2) rejects a mutated config with a message naming the field.
+// config.json: the two preset configs of docs/model.md §12 parse with the documented derived sizes,
+// round trip exactly, missing optional fields take S1's defaults, and every validation rule of §1.3
+// (and each fixed value of §1.1/§1.2) rejects a mutated config with a message naming the field.
 #include "io/zaya_config.h"
 
 #include <stdlib.h>
@@ -210,7 +210,7 @@ TEST(Config, SaveConfigValidatesAndReportsIoErrors) {
   EXPECT_FALSE(fs::exists(dir / "config.json"));
 }
 
-// Valid variants from spec §12.2 and optional later-Zyphra fields with their fixed values.
+// Valid variants from docs/model.md §12.2 and optional later-Zyphra fields with their fixed values.
 TEST(Config, AcceptsValidVariants) {
   auto parse_with = [](const std::function<void(json&)>& mutate) {
     json j = read_json(kTiny);

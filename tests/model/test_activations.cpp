@@ -30,7 +30,7 @@ Model tiny_model() {
   return m;
 }
 
-// The tensors the house plan keeps as bf16 copies, named here independently of the carving.
+// The tensors model/activations.h keeps as bf16 copies, named here independently of the carving.
 std::vector<Tensor> expected_stashed(const LayerActs& l, bool attention) {
   if (attention) {
     const AttentionActs& t = l.attn;

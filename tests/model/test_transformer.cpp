@@ -1,6 +1,6 @@
 // The whole model against the PyTorch twin's committed vectors (tests/fixtures/model/<case>/):
 // logits within 1e-4 of the largest |logit|, loss within 1e-5, every gradient within 1e-3
-// relative L2 (house plan §5). Plus properties the twin cannot see: determinism, independence of
+// relative L2 (docs/testing.md). Plus properties the twin cannot see: determinism, independence of
 // the batch split, bf16 weights.
 #include <unistd.h>
 #include <algorithm>

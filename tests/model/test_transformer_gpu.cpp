@@ -1,4 +1,4 @@
-// The whole model on the GPU against the same model on the CPU (issue 13), for every twin case
+// The whole model on the GPU against the same model on the CPU, for every twin case
 // (tests/fixtures/model/<case>/): forward + backward in-process on both devices, then logits within
 // 1e-4 of the largest |logit|, loss within 1e-5, every gradient within 1e-3 relative L2 (F32).
 // Also what only a GPU model does: loading through host staging (and the tied lm_head check),

@@ -1,4 +1,4 @@
-// The goodput report (train/goodput.h): events parsing (torn lines), the parts summing to the
+// The goodput report (resilience/goodput.h): events parsing (torn lines), the parts summing to the
 // wall time (never negative), recomputed steps attributed to the failure that lost them, rollback
 // repeats and skipped steps lost to anomalies, setup failures, clock scaling, the summary.
 #include <gtest/gtest.h>

@@ -1,10 +1,10 @@
-// The hang detector's pure logic (train/hang_detector.h): heartbeat parsing (torn records), the
-// per-section and computed timeouts, the localisation rule (fewest collectives, then lowest step,
-// then earliest section), done ranks, ranks without a heartbeat file, the verdict's line.
+// The hang detector's pure logic (resilience/hang_detector.h): heartbeat parsing (torn records),
+// the per-section and computed timeouts, the localisation rule (fewest collectives, then lowest
+// step, then earliest section), done ranks, ranks without a heartbeat file, the verdict's line.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
 #include "resilience/hang_detector.h"
+#include "test_util.h"
 
 using namespace zaya;
 using namespace zaya;

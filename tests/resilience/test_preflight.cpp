@@ -1,4 +1,4 @@
-// The library side of `zaya preflight` (bench/preflight.h): the checked sgemm finds a poisoned
+// The library side of `zaya preflight` (resilience/preflight.h): the checked sgemm finds a poisoned
 // entry anywhere in the product, the verdict's median / ratio / refusal lines, option checks, and
 // one whole measure + gather on the single group.
 #include "resilience/preflight.h"

@@ -1,5 +1,5 @@
-// core/subprocess.h: PATH lookup, exit codes and signals, the environment a child gets, its own
-// process group (a grandchild is ended with it), SIGTERM → grace → SIGKILL for a child that
+// resilience/subprocess.h: PATH lookup, exit codes and signals, the environment a child gets, its
+// own process group (a grandchild is ended with it), SIGTERM → grace → SIGKILL for a child that
 // ignores SIGTERM, the stderr pipe. Each child lives a second or less.
 #include <gtest/gtest.h>
 #include <signal.h>

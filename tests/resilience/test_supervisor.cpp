@@ -1,9 +1,9 @@
-// zaya supervise's --launcher string split into words (train/supervisor.h split_words): blanks
+// zaya supervise's --launcher string split into words (resilience/supervisor.h split_words): blanks
 // separate, single and double quotes group, a backslash escapes; an unbalanced quote is an error.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
 #include "resilience/supervisor.h"
+#include "test_util.h"
 
 using zaya::split_words;
 using Words = std::vector<std::string>;

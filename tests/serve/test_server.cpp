@@ -295,7 +295,7 @@ TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
   expect_error(request("POST", "/v1/completions", std::string(9 << 20, ' ')), 413);
 }
 
-// The probe's request-killers (issue 12): each a 400, the server still up.
+// Hostile requests: each a 400, the server still up.
 TEST_F(ServeTest, HostileRequestsAre400sAndTheServerStaysUp) {
   expect_error(
       request("POST", "/v1/completions", R"({"prompt":"x","max_tokens":9223372036854775807})"), 400,

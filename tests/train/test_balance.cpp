@@ -1,8 +1,9 @@
-// Training semantics of issue 10, checked from outside the trainer:
+// Training semantics (docs/training.md), checked from outside the trainer:
 // - the model reads seq_len tokens of each (seq_len + 1)-token window and the balancing biases
-//   follow spec §10 over exactly rows·seq_len routed tokens: 10 Muon steps on a dataset whose
-//   every step sees the same rows, each step's biases recomputed here from the weights the step
-//   started from (a forward of our own over the same rows, counts, the AdamW formula in double);
+//   follow docs/model.md §10 over exactly rows·seq_len routed tokens: 10 Muon steps on a dataset
+//   whose every step sees the same rows, each step's biases recomputed here from the weights the
+//   step started from (a forward of our own over the same rows, counts, the AdamW formula in
+//   double);
 // - train.eval_batches = 0 switches evaluation off; an empty validation split is reported as such.
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "checkpoint/checkpoint.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "io/safetensors.h"
@@ -18,9 +20,8 @@
 #include "model/param_names.h"
 #include "model/transformer.h"
 #include "test_util.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;

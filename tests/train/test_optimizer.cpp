@@ -99,7 +99,7 @@ TEST(Schedule, WarmupCosineWsdConstant) {
   EXPECT_DOUBLE_EQ(c.lr(1000), 2.0);
 }
 
-// The case the issue reported: lr 0.02 → 0.002, warm-up 3, 10 steps. The peak is reached once
+// A reported case: lr 0.02 → 0.002, warm-up 3, 10 steps. The peak is reached once
 // (step 3) and the last step runs at min_lr; WSD's short decay also ends at the floor.
 TEST(Schedule, PeakOnceAndTheFloorOnTheLastStep) {
   for (ScheduleKind kind : {ScheduleKind::Cosine, ScheduleKind::Wsd}) {
@@ -238,7 +238,7 @@ TEST(Optimizer, BalancingBiasUpdate) {
   EXPECT_NEAR(b[1], b0[1] + 1e-3, 1e-7);
   EXPECT_NEAR(b[2], b0[2] + 1e-3, 1e-7);
   EXPECT_NEAR(b[3], b0[3], 1e-9);  // e = 0.25 − 1/4 = 0
-  EXPECT_EQ(b[4], b0[4]);          // the skip class stays as stored (C3)
+  EXPECT_EQ(b[4], b0[4]);          // the skip class stays as stored
   // layer 3 routed no token: unchanged
   const ParamSpec& s3 = m.layout().at("model.layers.3.zaya_block.router.balancing_biases");
   const Model fresh = tiny_model();

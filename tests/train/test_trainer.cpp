@@ -184,9 +184,8 @@ TEST(Trainer, GpuDeviceOnSeveralRanksNeedsTheNcclGroup) {
   TrainConfig c = tiny_run(dir, "gpu_ranks", make_dataset(dir));
   c.device = Device::Gpu;
   TwoRankGroup group;
-  expect_error(
-      [&] { run_training(c, {.quiet = true, .group = &group}); },
-      {"train.device = gpu needs the NCCL group (issue 17)", "run one process", "2 ranks"});
+  expect_error([&] { run_training(c, {.quiet = true, .group = &group}); },
+               {"train.device = gpu needs the NCCL group", "run one process", "2 ranks"});
 }
 
 TEST(Trainer, MissingDatasetIsAClearError) {

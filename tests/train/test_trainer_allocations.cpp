@@ -1,5 +1,5 @@
 // A warm training step allocates no large buffers: every op's scratch and the trainer's buffers
-// are kept from step to step (issue 14: "no allocation in the step"). This executable replaces the
+// are kept from step to step (no allocation in the step). This executable replaces the
 // global operator new to count allocations of at least kLarge bytes while a step runs, naming the
 // call site of each (backtrace) when the count is not zero.
 #include <execinfo.h>
@@ -11,8 +11,8 @@
 #include <string>
 
 #include "test_util.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Nothing lost silently (issue 12): an all-corrupt checkpoint directory is an error (not a run from
+// Nothing lost silently: an all-corrupt checkpoint directory is an error (not a run from
 // step 0 over it), dead writers' temporaries are cleaned at start, the metrics file holds every
 // step exactly once after a resume (a torn last line dropped) and a failed metrics write is an
 // error; trainer_state.json values and non-finite learning rates are rejected.
@@ -140,7 +140,7 @@ TEST(Durability, AFailedMetricsWriteIsAnError) {
   expect_error([&] { log.append({{"step", 1}}); }, {"metrics file /dev/full: write failed"});
 }
 
-// The probe's attack: trainer_state.json edited (step −7, then INT64_MAX) and the manifest
+// A hostile edit: trainer_state.json edited (step −7, then INT64_MAX) and the manifest
 // re-hashed so the checkpoint verifies; resuming from it is an error naming the key.
 TEST(Durability, AResumedTrainerStateOutOfRangeIsAnError) {
   ScratchDir dir;

@@ -1,10 +1,10 @@
-// `zaya train` with train.device = gpu (issue 17, fp32) against the CPU trainer on the tiny model
+// `zaya train` with train.device = gpu (fp32) against the CPU trainer on the tiny model
 // and a synthetic byte dataset: the same config gives the CPU's step losses within 1e-4
 // relative (and its validation losses; the end-of-run sample runs), a GPU checkpoint has the CPU's
 // files and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both continuing the
 // uninterrupted CPU run's losses within 1e-4. train.precision = bf16 on the GPU stays within 2e-2
 // of the fp32 CPU losses, falls, and differs from fp32 (the rounding happens). Steps:
-// ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; the issue asks 20 on a device). Every
+// ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; 20 on a device). Every
 // test skips without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "core/log.h"
 #include "gpu_test_util.h"
 #include "io/safetensors.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -29,8 +29,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kLossRel = 1e-4;      // issue 17: fp32 GPU losses vs the CPU trainer's
-constexpr double kBf16LossRel = 2e-2;  // issue 17: bf16 GPU losses vs the fp32 CPU trainer's
+constexpr double kLossRel = 1e-4;      // fp32 GPU losses vs the CPU trainer's
+constexpr double kBf16LossRel = 2e-2;  // bf16 GPU losses vs the fp32 CPU trainer's
 
 int64_t train_steps() {
   const char* env = std::getenv("ZAYA_GPU_TRAIN_STEPS");
@@ -109,8 +109,8 @@ std::vector<std::string> tensor_names(const std::string& path) {
   return st.names();  // sorted
 }
 
-// tests/fixtures's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all make
-// larger ids, so none is kept): the end-of-run sample then runs, from a GPU model's host copy.
+// tests/fixtures's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all
+// make larger ids, so none is kept): the end-of-run sample then runs, from a GPU model's host copy.
 std::string tiny_tokenizer(const ScratchDir& dir) {
   std::ifstream in(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy_tokenizer.json");
   nlohmann::json t = nlohmann::json::parse(in);

@@ -1,7 +1,7 @@
 // attention: forward (o, lse) against a full-softmax double reference; backward against the
-// analytic double reference (spec §8.5 step 1) and central-difference gradients; odd sizes that
-// cross the 64-row tiles; head sizes around the SIMD width; causality; bitwise determinism across
-// thread counts.
+// analytic double reference (docs/model.md §8.5 step 1) and central-difference gradients; odd sizes
+// that cross the 64-row tiles; head sizes around the SIMD width; causality; bitwise determinism
+// across thread counts.
 #include <omp.h>
 
 #include <cstring>

@@ -1,6 +1,6 @@
 // Decoding ops: cca_conv_step_forward continued over random chunkings equals cca_conv_forward (and
-// the spec §4.2 double reference) row for row, including chunks of 1 and 2 and the zero start
-// state; attention_cached_forward equals attention_forward's last L rows and a double softmax
+// the double reference of docs/model.md §4.2) row for row, including chunks of 1 and 2 and the zero
+// start state; attention_cached_forward equals attention_forward's last L rows and a double softmax
 // reference for several S, L and GQA ratios; both are thread-count independent bitwise; BF16 conv
 // weights give the F32 result on the same values.
 #include <omp.h>

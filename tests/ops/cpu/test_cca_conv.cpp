@@ -1,4 +1,4 @@
-// cca_conv: forward against a literal transcription of spec §4.2 (explicit y_{−1} = b0 and
+// cca_conv: forward against a literal transcription of docs/model.md §4.2 (explicit y_{−1} = b0 and
 // u_{t<0} = 0); backward against numerical gradients, including the += contract; determinism of
 // the parameter-gradient reductions across thread counts.
 #include <omp.h>

@@ -1,5 +1,5 @@
 // embedding: forward is an exact row copy; backward scatter-adds into dtable (+=) against a double
-// reference and a numerical gradient, leaves skip_row (the pad row, C6) untouched, handles repeated
+// reference and a numerical gradient, leaves skip_row (the pad row) untouched, handles repeated
 // ids, and gives the same bits for any thread count.
 #include <omp.h>
 
@@ -83,7 +83,7 @@ TEST(Embedding, BackwardMatchesNumericalGradient) {
     if (skip_row >= 0)
       for (int64_t j = 0; j < D; ++j) {
         EXPECT_EQ(got[skip_row * D + j], 0.0) << "skip row " << skip_row << " changed";
-        want[skip_row * D + j] = 0;  // C6: the lookup adds nothing to the pad row
+        want[skip_row * D + j] = 0;  // the lookup adds nothing to the pad row
       }
     expect_grad_close(got, want, kGradRelDouble, "dtable");
   }

@@ -1,5 +1,5 @@
-// l2norm_scale: forward against spec §4.5 in double (with and without the linear temperature);
-// backward against numerical gradients (dx overwrites, dtemp accumulates).
+// l2norm_scale: forward against docs/model.md §4.5 in double (with and without the linear
+// temperature); backward against numerical gradients (dx overwrites, dtemp accumulates).
 #include "ops/ops.h"
 #include "test_util.h"
 

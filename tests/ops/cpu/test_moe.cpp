@@ -1,6 +1,6 @@
-// moe dispatch (spec §5.5–5.6, §8.6): forward against a per-token double reference, backward
-// against numerical gradients (choice fixed), skip class (C5), empty experts, odd sizes, dx +=,
-// determinism.
+// moe dispatch (docs/model.md §5.5–5.6, §8.6): forward against a per-token double reference,
+// backward against numerical gradients (choice fixed), skip class (outputs p·x), empty experts, odd
+// sizes, dx +=, determinism.
 #include <omp.h>
 
 #include <array>
@@ -287,7 +287,7 @@ TEST(Moe, AllTokensSkip) {
     for (int64_t d = 0; d < c.D; ++d) {
       const int64_t i = n * c.D + d;
       const float x = float(c.x_ND[i]), dy = float(dout[i]);
-      ASSERT_EQ(fw.f_ND[i], x);                               // f = x (C5)
+      ASSERT_EQ(fw.f_ND[i], x);                               // f = x (skip class)
       ASSERT_EQ(fw.out_ND[i], w * x);                         // out = p_skip · x, never 0
       ASSERT_EQ(g.dx_ND[i], float(start.dx_ND[i]) + w * dy);  // dx += w · dout
       dw_ref += double(dy) * double(x);

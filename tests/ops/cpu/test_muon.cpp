@@ -268,10 +268,9 @@ TEST(NewtonSchulz, BitsDoNotDependOnTheThreadCount) {
 
 // The f32 symmetric path (the Gram-space iteration where n ≥ 1.5·m, the tiled one elsewhere)
 // against the double plain path, next to the f32 plain path's own error, on random and
-// ill-conditioned matrices. Stated bounds: max |f32 symmetric − double| ≤ 3e-5 (measured ≤ 1.1e-5,
-// the plain path's own worst 9.9e-6 on rank 3 at 96x96) and ≤ 4x the f32 plain path's error +
-// 1e-6 (measured ≤ 2.8x on the 4:1 Gaussians, ≤ 1.3x on the ill-conditioned ones; Gram stages of
-// 5 steps instead of 3 gave 26x there). On the bench shapes symmetric and plain agree ≤ 1e-5.
+// ill-conditioned matrices. Stated bounds, each with a margin over the worst case seen: max
+// |f32 symmetric − double| ≤ 3e-5 and ≤ 4x the f32 plain path's error + 1e-6 (Gram stages of 5
+// steps instead of 3 break the latter). On the bench shapes symmetric and plain agree ≤ 1e-5.
 TEST(NewtonSchulz, F32ErrorAgainstDoubleOnRandomAndIllConditionedMatrices) {
   struct Input {
     const char* what;

@@ -1,4 +1,4 @@
-// qk_mean: forward against the spec §4.3 formulas in double; backward against numerical
+// qk_mean: forward against the formulas of docs/model.md §4.3 in double; backward against numerical
 // gradients (both outputs overwrite).
 #include "ops/ops.h"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-// RoPE: tables against the fp32 recipe of spec §4.6 (C7) bit for bit and against exact angles
+// RoPE: tables against the fp32 recipe of docs/model.md §4.6 bit for bit and against exact angles
 // within fp32 rounding; offset tables are slices of longer ones; the rotation against a double
 // reference, norm preservation, untouched tail dims; backward against numerical gradients.
 #include <cstring>
@@ -74,7 +74,7 @@ TEST(Rope, TablesFollowTheFp32Recipe) {
     const int64_t m = k.r / 2;
     for (int64_t t = 0; t < k.T; ++t)
       for (int64_t i = 0; i < m; ++i) {
-        // Every step in fp32, written with the C functions (C7).
+        // Every step in fp32, written with the C functions (docs/model.md §4.6).
         const float e = float(2 * i) / float(k.r);
         const float inv_freq = 1.0f / powf(float(k.theta), e);
         const float angle = float(k.pos0 + t) * inv_freq;

@@ -1,4 +1,4 @@
-// router_select: softmax + biased top-1 (spec §5.3–5.5, C2, C8) against a double reference;
+// router_select: softmax + biased top-1 (docs/model.md §5.3–5.5) against a double reference;
 // tie-breaking, fp32 score arithmetic and bias semantics; backward against numerical gradients.
 #include <cmath>
 
@@ -15,8 +15,8 @@ struct Routed {
   std::vector<int32_t> choice;
 };
 
-// Double softmax per row. The choice follows C8 for the dtype T under test: the probability is
-// rounded to T and the bias added in T arithmetic, ties to the lowest index.
+// Double softmax per row. The choice compares p + bias in the dtype T under test: the probability
+// is rounded to T and the bias added in T arithmetic, ties to the lowest index.
 template <class T>
 Routed router_reference(const std::vector<double>& logits, const std::vector<double>& bias,
                         int64_t N, int64_t K) {
@@ -57,7 +57,7 @@ TEST(Router, ForwardMatchesReferenceOnOddSizes) {
     for (int64_t K : {1, 2, 5, 17}) {
       auto logits = randn<double>(N * K, 10 + K, 2.0);
       auto bias = randn<double>(K, 20 + K, 0.1);
-      bias[K - 1] = -1;  // the skip class's stored bias (C3)
+      bias[K - 1] = -1;  // the skip class's stored bias, never updated
       auto ref32 = router_reference<float>(logits, bias, N, K);
       auto got32 = run_router<float>(logits, bias, N, K);
       expect_close(got32.probs, ref32.probs, kOpAbs, kOpRel, "probs f32");
@@ -106,8 +106,8 @@ TEST(Router, TiesGoToLowestIndex) {
 }
 
 TEST(Router, F32ScoresUseFloatArithmetic) {
-  // p = (½, ½) exactly. With b = (0, 2⁻³⁰), 0.5f + 2⁻³⁰ rounds to 0.5f in float (C8: a tie, so
-  // class 0), while in double class 1 wins.
+  // p = (½, ½) exactly. With b = (0, 2⁻³⁰), 0.5f + 2⁻³⁰ rounds to 0.5f in float (fp32 scores: a
+  // tie, so class 0), while in double class 1 wins.
   std::vector<double> logits = {0.3, 0.3}, bias = {0, std::ldexp(1.0, -30)};
   EXPECT_EQ(run_router<float>(logits, bias, 1, 2).choice[0], 0);
   EXPECT_EQ(run_router<double>(logits, bias, 1, 2).choice[0], 1);

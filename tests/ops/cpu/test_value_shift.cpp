@@ -1,5 +1,6 @@
-// value_shift: forward against the spec §4.4 rule (concatenate current/previous halves, then split
-// into heads, including heads that straddle the halves); backward against numerical gradients.
+// value_shift: forward against the rule of docs/model.md §4.4 (concatenate current/previous halves,
+// then split into heads, including heads that straddle the halves); backward against numerical
+// gradients.
 #include "ops/ops.h"
 #include "test_util.h"
 
