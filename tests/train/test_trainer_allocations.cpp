@@ -3,16 +3,21 @@
 // (replaced here; allocations of at least kLarge bytes count) and core/arena.h's allocation hook,
 // which sees every Buffer, Arena and HostBuffer allocation (aligned_alloc, the GPU allocator, mmap:
 // memory operator new never sees; each counts, whatever its size). When the count is not zero
-// the message names the call site of each (backtrace).
+// the message names the call site of each (backtrace, named by addr2line where installed).
 #include <execinfo.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/host_buffer.h"
@@ -55,6 +60,41 @@ void note_buffer(size_t n, zaya::Device device, std::string_view what) {
   count_allocation(std::string(what) + " (" + std::string(zaya::device_name(device)) + ")", n);
 }
 
+// `sites` with each frame in this executable named by its function (addr2line, where installed:
+// the executable is not linked with -rdynamic, so backtrace_symbols gives only offsets).
+std::string with_function_names(const std::string& sites) {
+  std::vector<std::string> lines, offsets;
+  std::vector<size_t> frame_line;
+  std::istringstream in(sites);
+  for (std::string line; std::getline(in, line);) {
+    const size_t at = line.find("(+0x");
+    if (at != std::string::npos && line.find(".so") == std::string::npos) {
+      offsets.push_back(line.substr(at + 2, line.find(')', at) - at - 2));
+      frame_line.push_back(lines.size());
+    }
+    lines.push_back(line);
+  }
+  if (offsets.empty()) return sites;
+  char exe[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return sites;
+  std::string cmd = "addr2line -f -C -p -e '" + std::string(exe, size_t(len)) + "'";
+  for (const std::string& o : offsets) cmd += " " + o;
+  FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return sites;
+  std::vector<std::string> names;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) names.emplace_back(buf, std::strcspn(buf, "\n"));
+  if (::pclose(p) != 0 || names.size() != offsets.size()) return sites;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const size_t cut = names[k].find(" at ??:?");  // no line numbers in a release build
+    lines[frame_line[k]] = "  " + names[k].substr(0, cut);
+  }
+  std::string out;
+  for (const std::string& line : lines) out += line + "\n";
+  return out;
+}
+
 // Counting from construction to destruction (the hook installed for as long).
 struct Counting {
   Counting() {
@@ -70,6 +110,10 @@ struct Counting {
 };
 
 }  // namespace
+
+// The replacements pair malloc/aligned_alloc with free, as the standard ones do; GCC, seeing both
+// inlined into one function of this file, takes free for a mismatch.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 void* operator new(size_t n) {
   note_new(n);
@@ -124,14 +168,15 @@ TEST(StepAllocations, BuffersArenasAndHostBuffersAreCounted) {
     Buffer b(64);
     Arena a(1000);
     HostBuffer h(100, false, "test staging");
-    EXPECT_EQ(g_large.load(), 3) << g_sites;
+    EXPECT_EQ(g_large.load(), 3) << with_function_names(g_sites);
     EXPECT_NE(g_sites.find("Buffer (cpu) of 64 bytes"), std::string::npos) << g_sites;
     EXPECT_NE(g_sites.find("Buffer (cpu) of 1000 bytes"), std::string::npos) << g_sites;
     EXPECT_NE(g_sites.find("test staging (cpu) of 4096 bytes"), std::string::npos) << g_sites;
   }
   Buffer after(64);
   HostBuffer h(100, false, "after");
-  EXPECT_EQ(g_large.load(), 3) << "counted after the hook was removed:\n" << g_sites;
+  EXPECT_EQ(g_large.load(), 3) << "counted after the hook was removed:\n"
+                               << with_function_names(g_sites);
 }
 
 TEST(StepAllocations, AWarmStepAllocatesNoLargeBuffers) {
@@ -152,7 +197,8 @@ TEST(StepAllocations, AWarmStepAllocatesNoLargeBuffers) {
       t.train_step();
       t.train_step();
     }
-    EXPECT_EQ(g_large.load(), 0) << (muon ? "Muon" : "AdamW") << " steps allocated:\n" << g_sites;
+    EXPECT_EQ(g_large.load(), 0) << (muon ? "Muon" : "AdamW") << " steps allocated:\n"
+                                 << with_function_names(g_sites);
   }
 }
 
