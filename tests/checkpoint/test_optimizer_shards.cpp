@@ -321,21 +321,28 @@ TEST_F(OptimizerShards, CountsThatAreNotIntegers) {
 
 // A world size that differs between the shards, a rank outside the world, a rank written twice.
 TEST_F(OptimizerShards, RanksInconsistentWithTheWorld) {
-  std::vector<Shard> s = two_shards();
-  s[1].meta["world_size"] = "3";
-  expect_load_error(s, {"optimizer_rank00001.safetensors",
-                        "optimizer shard rank 1 of world size 3 is inconsistent with the other "
-                        "shards"});
-  s = two_shards();
-  s[1].meta["rank"] = "2";
-  expect_load_error(s, {"optimizer shard rank 2 of world size 2 is inconsistent"});
-  s = two_shards();
-  s[1].meta["rank"] = "-1";
-  expect_load_error(s, {"optimizer shard rank -1 of world size 2 is inconsistent"});
-  s = two_shards();
-  s[1].meta["rank"] = "0";
-  expect_load_error(s, {"optimizer_rank00001.safetensors",
-                        "optimizer shard rank 0 of world size 2 is inconsistent"});
+  {
+    SCOPED_TRACE("world sizes 2 and 3");
+    std::vector<Shard> s = two_shards();
+    s[1].meta["world_size"] = "3";
+    expect_load_error(s, {"optimizer_rank00001.safetensors",
+                          "optimizer shard rank 1 of world size 3 is inconsistent with the other "
+                          "shards"});
+  }
+  for (const char* rank : {"2", "-1"}) {
+    SCOPED_TRACE(std::string("rank ") + rank);
+    std::vector<Shard> s = two_shards();
+    s[1].meta["rank"] = rank;
+    expect_load_error(
+        s, {std::string("optimizer shard rank ") + rank + " of world size 2 is inconsistent"});
+  }
+  {
+    SCOPED_TRACE("rank 0 twice");
+    std::vector<Shard> s = two_shards();
+    s[1].meta["rank"] = "0";
+    expect_load_error(s, {"optimizer_rank00001.safetensors",
+                          "optimizer shard rank 0 of world size 2 is inconsistent"});
+  }
 }
 
 // The shards were written by two ranks but only one file is in the checkpoint (listed in its
@@ -413,39 +420,52 @@ TEST_F(OptimizerShards, AStoredTensorOfAnotherLength) {
                         "with 200"});
 }
 
-// Two ranges covering the same elements, a gap between ranges, a negative offset.
+// Two ranges covering the same elements, a gap between ranges, no range at element 0.
 TEST_F(OptimizerShards, OverlapsAndGaps) {
-  // Rank 1's piece of adamw.v.w1 starts 20 elements early: [380, 400) is in both shards.
-  std::vector<Shard> s = make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
-                                      {whole("adamw.m.bias"), piece("adamw.v.w1", 80, 220)}});
-  expect_load_error(
-      s, {"optimizer shards leave a gap or overlap at element 400", "optimizer_rank0000"});
-  // ... or 20 elements late: [400, 420) is in neither.
-  s = make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
-                   {whole("adamw.m.bias"), piece("adamw.v.w1", 120, 180)}});
-  expect_load_error(s, {"optimizer shards leave a gap or overlap at element 400",
-                        "optimizer_rank00001.safetensors"});
-  // The first range does not start at element 0.
-  s = make_shards({{piece("muon.momentum.w1", 1, 299), piece("adamw.v.w1", 0, 100)},
-                   {whole("adamw.m.bias"), piece("adamw.v.w1", 100, 200)}});
-  expect_load_error(s, {"optimizer shards leave a gap or overlap at element 0",
-                        "optimizer_rank00000.safetensors"});
+  {
+    SCOPED_TRACE("overlap");
+    // Rank 1's piece of adamw.v.w1 starts 20 elements early: [380, 400) is in both shards.
+    expect_load_error(make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
+                                   {whole("adamw.m.bias"), piece("adamw.v.w1", 80, 220)}}),
+                      {"optimizer shards leave a gap or overlap at element 400",
+                       "optimizer_rank00001.safetensors"});
+  }
+  {
+    SCOPED_TRACE("gap");
+    // ... or 20 elements late: [400, 420) is in neither.
+    expect_load_error(make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
+                                   {whole("adamw.m.bias"), piece("adamw.v.w1", 120, 180)}}),
+                      {"optimizer shards leave a gap or overlap at element 400",
+                       "optimizer_rank00001.safetensors"});
+  }
+  {
+    SCOPED_TRACE("no range at element 0");
+    expect_load_error(make_shards({{piece("muon.momentum.w1", 1, 299), piece("adamw.v.w1", 0, 100)},
+                                   {whole("adamw.m.bias"), piece("adamw.v.w1", 100, 200)}}),
+                      {"optimizer shards leave a gap or overlap at element 0",
+                       "optimizer_rank00000.safetensors"});
+  }
 }
 
 // Ranges that tile a vector shorter or longer than total_elements: a missing end, or a range past
 // the end of the last tensor.
 TEST_F(OptimizerShards, RangesPastTheEndOrShortOfIt) {
-  std::vector<Shard> s = make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
-                                      {whole("adamw.m.bias"), piece("adamw.v.w1", 100, 200)}});
-  // adamw.m.bias's range runs 5 elements past its tensor, the last of the vector.
-  json r = json::parse(s[1].meta["ranges"]);
-  r[0]["length"] = 40;
-  s[1].meta["ranges"] = r.dump();
-  s[1].tensors[0].second.resize(40, 1.0f);
-  expect_load_error(s, {"optimizer shards cover 640 of 635 elements"});
-  s = make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
-                   {piece("adamw.m.bias", 0, 30), piece("adamw.v.w1", 100, 200)}});
-  expect_load_error(s, {"optimizer shards cover 630 of 635 elements"});
+  {
+    SCOPED_TRACE("past the end");
+    std::vector<Shard> s = two_shards();
+    // adamw.m.bias's range (rank 1's first) runs 5 elements past its tensor, the last one.
+    json r = json::parse(s[1].meta["ranges"]);
+    r[0]["length"] = 40;
+    s[1].meta["ranges"] = r.dump();
+    s[1].tensors[0].second.resize(40, 1.0f);
+    expect_load_error(s, {"optimizer shards cover 640 of 635 elements"});
+  }
+  {
+    SCOPED_TRACE("short of the end");
+    expect_load_error(make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
+                                   {piece("adamw.m.bias", 0, 30), piece("adamw.v.w1", 100, 200)}}),
+                      {"optimizer shards cover 630 of 635 elements"});
+  }
 }
 
 // ---- the checkpoint's layout against this run's ----------------------------------------------
