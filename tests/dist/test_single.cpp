@@ -10,9 +10,9 @@
 #include <numeric>
 #include <vector>
 
-#include "perf/comm.h"
 #include "core/assert.h"
 #include "dist/group.h"
+#include "perf/comm.h"
 
 using namespace zaya;
 using namespace zaya::dist;

@@ -1,11 +1,11 @@
-// `zaya train` with train.device = gpu (issue 17, fp32) against the CPU trainer on the tiny model
+// `zaya train` with train.device = gpu (fp32) against the CPU trainer on the tiny model
 // and a synthetic byte dataset: the same config gives the CPU's step losses within 1e-4
 // relative (and its validation losses; the end-of-run sample runs), a GPU checkpoint has the CPU's
 // files and tensors (weights and optimizer state within the GPU's F32 tolerance, after steps that
 // clipped their gradients) and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both
 // continuing the uninterrupted CPU run's losses within 1e-4. train.precision = bf16 on the GPU
 // stays within 2e-2 of the fp32 CPU losses, falls, and differs from fp32 (the rounding happens).
-// Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; the issue asks 20 on a device).
+// Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; 20 on a device).
 // Every test skips without a GPU.
 #include <algorithm>
 #include <cmath>
@@ -31,8 +31,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr double kLossRel = 1e-4;      // issue 17: fp32 GPU losses vs the CPU trainer's
-constexpr double kBf16LossRel = 2e-2;  // issue 17: bf16 GPU losses vs the fp32 CPU trainer's
+constexpr double kLossRel = 1e-4;      // fp32 GPU losses vs the CPU trainer's
+constexpr double kBf16LossRel = 2e-2;  // bf16 GPU losses vs the fp32 CPU trainer's
 
 int64_t train_steps() {
   const char* env = std::getenv("ZAYA_GPU_TRAIN_STEPS");
