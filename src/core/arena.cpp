@@ -1,11 +1,28 @@
-// Buffer and Arena (arena.h): 64-byte-aligned, zero-initialised host allocations; an arena hands
-// out aligned tensor views of its buffer by a bump pointer.
+// Buffer and Arena (arena.h): 64-byte-aligned, zero-initialised allocations on a device, each
+// reported to the allocation hook; an arena hands out aligned tensor views of its buffer by a bump
+// pointer.
 #include "core/arena.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 namespace zaya {
+
+namespace {
+
+std::atomic<AllocationHook> g_allocation_hook{nullptr};
+
+}  // namespace
+
+AllocationHook set_allocation_hook(AllocationHook hook) noexcept {
+  return g_allocation_hook.exchange(hook);
+}
+
+void note_allocation(size_t bytes, Device device, std::string_view what) noexcept {
+  if (AllocationHook hook = g_allocation_hook.load(std::memory_order_relaxed))
+    hook(bytes, device, what);
+}
 
 void DeviceFree::operator()(void* p) const {
   switch (device) {
@@ -20,6 +37,7 @@ void DeviceFree::operator()(void* p) const {
 
 Buffer::Buffer(size_t bytes, Device device) : ptr_(nullptr, DeviceFree{device}), bytes_(bytes) {
   if (bytes == 0) return;
+  note_allocation(bytes, device, "Buffer");
   void* p = nullptr;
   switch (device) {
     case Device::Cpu:

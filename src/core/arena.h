@@ -3,15 +3,29 @@
 // each one arena, so zeroing, copying and reducing them is one loop); its tensors carry its device.
 // device_copy / device_fill_zero move and clear tensor memory on any device (a GPU side goes
 // through core/device.h's entry points, which a CPU-only build answers with a clear error).
+// Allocation accounting: every Buffer and HostBuffer (core/host_buffer.h) allocation is reported
+// to an optional hook, so a test can see the memory they allocate (aligned_alloc, the GPU
+// allocator, mmap), which a replaced operator new does not.
 #pragma once
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
+#include <string_view>
 
 #include "core/device.h"
 #include "core/tensor.h"
 
 namespace zaya {
+
+// Called on the allocating thread before each Buffer and HostBuffer allocation (bytes > 0) with
+// its size, device and what it is ("Buffer", or the HostBuffer's name). For tests (a warm training
+// step allocates nothing): with no hook installed an allocation costs one relaxed atomic load more.
+// The hook must not throw and must not allocate Buffers or HostBuffers itself.
+using AllocationHook = void (*)(size_t bytes, Device device, std::string_view what);
+// Installs `hook` (null removes it) for every thread; returns the previous one.
+AllocationHook set_allocation_hook(AllocationHook hook) noexcept;
+// Reports an allocation to the installed hook, if any (Buffer and HostBuffer call it).
+void note_allocation(size_t bytes, Device device, std::string_view what) noexcept;
 
 // Buffer's deleter: releases memory of the device it was allocated on.
 struct DeviceFree {

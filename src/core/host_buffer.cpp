@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/arena.h"
 #include "core/assert.h"
 #include "core/device.h"
 
@@ -25,6 +26,7 @@ size_t round_up(size_t bytes, size_t to) {
 HostBuffer::HostBuffer(size_t bytes, bool pin, std::string_view what)
     : size_(round_up(bytes, bytes >= kHugePage ? kHugePage : kPage)) {
   if (size_ == 0) return;
+  note_allocation(size_, Device::Cpu, what);
   void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     fail("out of memory: cannot map {} bytes of {}: {}", size_, what, std::strerror(errno));

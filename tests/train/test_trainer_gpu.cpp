@@ -1,15 +1,17 @@
 // `zaya train` with train.device = gpu (fp32) against the CPU trainer on the tiny model
 // and a synthetic byte dataset: the same config gives the CPU's step losses within 1e-4
 // relative (and its validation losses; the end-of-run sample runs), a GPU checkpoint has the CPU's
-// files and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both continuing the
-// uninterrupted CPU run's losses within 1e-4. train.precision = bf16 on the GPU stays within 2e-2
-// of the fp32 CPU losses, falls, and differs from fp32 (the rounding happens). Steps:
-// ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; 20 on a device). Every
-// test skips without a GPU.
+// files and tensors (weights and optimizer state within the GPU's F32 tolerance, after steps that
+// clipped their gradients) and resumes on the CPU, and a CPU checkpoint resumes on the GPU, both
+// continuing the uninterrupted CPU run's losses within 1e-4. train.precision = bf16 on the GPU
+// stays within 2e-2 of the fp32 CPU losses, falls, and differs from fp32 (the rounding happens).
+// Steps: ZAYA_GPU_TRAIN_STEPS (default 5, small for the emulator; 20 on a device).
+// Every test skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -42,7 +44,7 @@ int64_t train_steps() {
 TrainConfig tiny_gpu_run(const ScratchDir& dir, const std::string& name, const std::string& shards,
                          const std::string& device) {
   TrainConfig c = tiny_run(dir, name, shards);
-  c.device = device;
+  c.device = *parse_enum<Device>(device);
   c.micro_batch = 2;
   c.grad_accum = 2;
   c.steps = train_steps();
@@ -103,10 +105,58 @@ std::set<std::string> files_of(const std::string& dir) {
   return out;
 }
 
-// The tensor names of a safetensors file.
-std::vector<std::string> tensor_names(const std::string& path) {
-  const SafeTensors st = SafeTensors::open_file(path);
-  return st.names();  // sorted
+// A stored tensor's values as doubles (F32 or BF16; the data may be unaligned).
+std::vector<double> values_of(const SafeTensorInfo& t) {
+  std::vector<double> v(size_t(t.numel()));
+  const char* p = static_cast<const char*>(t.data);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t.dtype == DType::F32) {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      v[i] = f;
+    } else if (t.dtype == DType::BF16) {
+      uint16_t b;
+      std::memcpy(&b, p + 2 * i, 2);
+      v[i] = bf16_to_f32(b);
+    } else {
+      ADD_FAILURE() << t.name << ": dtype " << dtype_name(t.dtype);
+      break;
+    }
+  }
+  return v;
+}
+
+// Every tensor of the safetensors file `rel` in checkpoint `got` against the same tensor of `want`:
+// the same dtype and shape, and values within the GPU's F32 tolerance (normalised MSE ≤ 1e-7 per
+// tensor: the loss tolerance alone would pass a GPU that trained some tensors wrongly); prints the
+// largest NMSE.
+void expect_tensors_close(const std::string& got, const std::string& want, const std::string& rel,
+                          const std::string& what) {
+  const SafeTensors a = SafeTensors::open_file(got + rel), b = SafeTensors::open_file(want + rel);
+  ASSERT_EQ(a.names(), b.names()) << what << rel;
+  double worst = 0;
+  std::string worst_name;
+  for (const std::string& name : b.names()) {
+    const SafeTensorInfo &x = a.at(name), &y = b.at(name);
+    ASSERT_EQ(x.dtype, y.dtype) << what << " " << name;
+    ASSERT_EQ(x.shape, y.shape) << what << " " << name;
+    const std::vector<double> gv = values_of(x), cv = values_of(y);
+    double num = 0, den = 0, big = -1;
+    size_t at = 0;
+    for (size_t i = 0; i < gv.size(); ++i) {
+      const double d = gv[i] - cv[i];
+      num += d * d;
+      den += cv[i] * cv[i];
+      if (!(std::fabs(d) <= big)) big = std::fabs(d), at = i;  // NaN-safe
+    }
+    const double nmse = den > 0 ? num / den : (num == 0 ? 0 : INFINITY);
+    EXPECT_LE(nmse, kGpuF32Nmse) << what << rel << " " << name << ": NMSE " << nmse
+                                 << "; worst element " << at << " gpu " << gv[at] << " cpu "
+                                 << cv[at];
+    if (!(nmse <= worst)) worst = nmse, worst_name = name;
+  }
+  std::printf("%s %s: %zu tensors, largest NMSE %.3e (%s)\n", what.c_str(), rel.c_str(),
+              b.names().size(), worst, worst_name.c_str());
 }
 
 // tests/fixtures's toy tokenizer cut to the ids below tiny.json's vocabulary (512; its merges all
@@ -148,12 +198,17 @@ TEST(GpuTrain, LossesMatchTheCpuTrainer) {
     EXPECT_LE(rel(got.last_val_loss, want.last_val_loss), kLossRel) << tag;
     std::printf("gpu %s: val loss %.9g → %.9g, cpu %.9g → %.9g\n", tag.c_str(), got.first_val_loss,
                 got.last_val_loss, want.first_val_loss, want.last_val_loss);
-    // The same checkpoint files, tensor for tensor.
+    // The clipping scale was applied on the GPU (a step's norm above optim.grad_clip).
+    const std::vector<StepRow> rows = read_steps(gpu.metrics);
+    EXPECT_TRUE(std::any_of(rows.begin(), rows.end(),
+                            [&](const StepRow& r) { return r.grad_norm > gpu.optim.grad_clip; }))
+        << tag << ": no step clipped its gradients";
+    // The same checkpoint files, tensor for tensor: the weights and the optimizer state.
     const std::string name = "/" + checkpoint_dir_name(cpu.steps);
     const std::string a = gpu.checkpoint_dir + name, b = cpu.checkpoint_dir + name;
     EXPECT_EQ(files_of(a), files_of(b)) << tag;
     for (const char* f : {"/model/model.safetensors", "/optimizer/optimizer_rank00000.safetensors"})
-      EXPECT_EQ(tensor_names(a + f), tensor_names(b + f)) << tag << f;
+      expect_tensors_close(a, b, f, "gpu " + tag);
   }
 }
 
@@ -165,7 +220,7 @@ TEST(GpuTrain, Bf16LossesFollowTheFp32CpuTrainer) {
   const std::string shards = make_tiny_dataset(dir);
   TrainConfig cpu = tiny_gpu_run(dir, "cpu", shards, "cpu");
   TrainConfig gpu = tiny_gpu_run(dir, "gpu_bf16", shards, "gpu");
-  gpu.precision = "bf16";
+  gpu.precision = ops::MatmulPrecision::BF16;
   run_training(cpu, {.quiet = true});
   const TrainSummary got = run_training(gpu, {.quiet = true});
   EXPECT_EQ(got.steps_done, cpu.steps);
@@ -200,7 +255,7 @@ TEST(GpuTrain, CheckpointsResumeAcrossDevices) {
     const TrainSummary a = run_training(c, {.quiet = true, .stop_at_step = half});
     EXPECT_EQ(a.steps_done, half);
     ASSERT_TRUE(fs::exists(c.checkpoint_dir + "/" + checkpoint_dir_name(half))) << first;
-    c.device = second;
+    c.device = *parse_enum<Device>(second);
     const TrainSummary b = run_training(c, {.quiet = true});  // resume = auto
     EXPECT_EQ(b.steps_done, straight.steps) << first << " then " << second;
     const std::vector<StepRow> got = read_steps(c.metrics);  // cut back and continued

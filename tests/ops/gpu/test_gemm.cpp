@@ -3,7 +3,8 @@
 // (beta 0 must not read C: it starts NaN), K = 0, padded row strides (the padding must stay
 // untouched); cuBLASLt against the tiled kernel; ZAYA_GPU_GEMM (the symmetric products of
 // Newton–Schulz: tests/ops/gpu/test_muon.cpp).
-// The GEMM entry points exist only in a GPU build: in the CPU build these tests are one skip.
+// The GEMM kernels exist only in a GPU build: in the CPU build one test checks that the entry
+// points say so.
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -14,9 +15,7 @@
 
 #include "gpu_test_util.h"
 
-#if defined(ZAYA_HAS_GPU_BACKEND)
 #include "ops/gpu/gemm.h"
-#endif
 
 using namespace zaya;
 using namespace zaya::test;
@@ -330,10 +329,15 @@ TEST(GpuGemm, EngineChoiceFollowsEnvironment) {
   }
 }
 
-#else  // the CPU build: no GEMM entry points to call
+#else  // the CPU build: the GEMM entry points are there, and each says a GPU build is needed
 
 TEST(GpuGemm, NeedsAGpuBuild) {
-  ZAYA_REQUIRE_GPU();
+  EXPECT_FALSE(gpu::available());
+  const gpu::Gemm g{};
+  expect_error([&] { gpu::gemm(g, gpu::GemmEngine::Tiled); },
+               {"gemm", "this build has no GPU backend", "ZAYA_GPU=CUDA or HIP"});
+  expect_error([&] { gpu::gemm_engine_for(g); }, {"gemm", "this build has no GPU backend"});
+  EXPECT_FALSE(gpu::gemm_blaslt(g));
 }
 
 #endif

@@ -1,6 +1,10 @@
 // The host→device path of a training step without host synchronisation (label gpu): asynchronous
 // copies with their Fence, the trainer's page-locked token slots taking turns, and the routing
 // counts summed on the device until to_host().
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "gpu_test_util.h"
@@ -12,18 +16,63 @@
 namespace zaya::test {
 namespace {
 
+// Queues at least `ms` milliseconds of GPU work (elementwise passes over `mem`, a device buffer
+// that must outlive them; their length and count calibrated here), so that what is issued next
+// runs that much later.
+void keep_the_gpu_busy(const Buffer& mem, double ms) {
+  using clock = std::chrono::steady_clock;
+  const int64_t kMax = int64_t(mem.size() / sizeof(float));
+  const Tensor all = Tensor(static_cast<float*>(mem.data()), {kMax}).on(Device::Gpu);
+  int64_t n = 4096;
+  double pass_ms = 0;
+  for (;; n *= 2) {
+    gpu::synchronize();
+    const auto t0 = clock::now();
+    ops::scale(all.prefix({n}), 0.5);
+    gpu::synchronize();
+    pass_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (pass_ms >= ms / 4 || n == kMax) break;
+  }
+  const int passes = int(std::ceil(ms / std::max(pass_ms, 1e-3)));
+  for (int k = 0; k < passes; ++k) ops::scale(all.prefix({n}), 0.5);
+  std::printf("keeping the GPU busy: %d passes over %lld floats (%.3f ms each)\n", passes,
+              static_cast<long long>(n), pass_ms);
+}
+
+// The host reuses a token slot as soon as next() hands it back, so the copy issued from it must
+// have read it by then: next() waits for the slot's Fence. The copy is queued behind ~20 ms of GPU
+// work, and the slot is overwritten the moment next() returns; only then is the device read back
+// (a read-back waits for the stream, so reading before the overwrite could not tell a fence that
+// waited from one that did not). A Fence whose wait() returns early lets the overwrite reach the
+// device (on a GPU, from page-locked memory: pageable memory is staged when the copy is issued).
 TEST(GpuAsyncCopy, CopyLandsOnceTheFenceHasPassed) {
   ZAYA_REQUIRE_GPU();
-  TokenStaging staging(Device::Gpu, 1000);  // page-locked host memory where the driver allows
-  DevicePair d(DType::I32, {1000});
+  constexpr int64_t n = 1 << 16;
+  TokenStaging staging(Device::Gpu, n);  // page-locked host memory where the driver allows
+  std::printf("token slots page-locked: %s\n", staging.pinned() ? "yes" : "no");
+  DevicePair d(DType::I32, {n});
   const TokenStaging::Slot slot = staging.next();
-  for (int i = 0; i < 1000; ++i) slot.inputs[i] = 3 * i + 1;
-  device_copy_async(d.gpu, Tensor(slot.inputs, {1000}));
+  for (int32_t i = 0; i < n; ++i) slot.inputs[i] = 3 * i + 1;
+  const Buffer busy(size_t(64) << 20, Device::Gpu);
+  keep_the_gpu_busy(busy, 20);
+  device_copy_async(d.gpu, Tensor(slot.inputs, {n}));
   staging.issued();
-  staging.next();  // the other slot
-  staging.next();  // this one again: waits for the copy's fence
+  staging.next();                                   // the other slot
+  const TokenStaging::Slot again = staging.next();  // this one again: waits for the copy's fence
+  ASSERT_EQ(again.inputs, slot.inputs);
+  for (int32_t i = 0; i < n; ++i) again.inputs[i] = -7;  // the next micro-batch's tokens
   const std::vector<double> got = d.gpu_values();
-  for (int i = 0; i < 1000; ++i) ASSERT_EQ(got[size_t(i)], 3 * i + 1) << i;
+  int64_t overwritten = 0, first = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (got[size_t(i)] != double(3 * i + 1)) {
+      ++overwritten;
+      if (first < 0) first = i;
+    }
+  EXPECT_EQ(overwritten, 0) << overwritten << " of " << n
+                            << " tokens reached the device after the host overwrote their slot "
+                               "(first: element "
+                            << first << " = " << (first < 0 ? 0 : got[size_t(first)])
+                            << "): next() did not wait for the copy";
   gpu::Fence never_recorded;
   never_recorded.wait();  // returns at once
 }
