@@ -3,6 +3,7 @@
 #include "checkpoint/optimizer_shards.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -26,6 +27,13 @@ json parse_metadata_json(const std::string& text, const std::string& what) {
   } catch (const JsonError& e) {
     fail("{}: not valid JSON: {}", what, e.what());
   }
+}
+
+// A whole decimal integer ≥ 0 ("2x", "", "-1" are not).
+bool parse_count(const std::string& text, int64_t& out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, err] = std::from_chars(text.data(), end, out);
+  return err == std::errc() && ptr == end && out >= 0;
 }
 
 // A tensor of the global layout: where it starts in the global vector and its shape.
@@ -69,14 +77,14 @@ StoredState read_shards(const std::string& dir, const std::vector<std::string>& 
     if (get("format") != kOptimizerFormat)
       fail("{}: unknown optimizer shard format '{}' (expected {})", path, get("format"),
            kOptimizerFormat);
+    const std::string& ws_text = get("world_size");
+    const std::string& rank_text = get("rank");
+    const std::string& total_text = get("total_elements");
     int64_t ws = 0, rank = 0;
-    try {
-      ws = std::stoll(get("world_size"));
-      rank = std::stoll(get("rank"));
-      total = std::stoll(get("total_elements"));
-    } catch (const std::exception&) {
-      fail("{}: optimizer shard metadata world_size/rank/total_elements are not integers", path);
-    }
+    if (!parse_count(ws_text, ws) || !parse_count(rank_text, rank) ||
+        !parse_count(total_text, total))
+      fail("{}: optimizer shard metadata world_size/rank/total_elements are not integers ≥ 0",
+           path);
     if (world_size < 0) world_size = ws;
     if (ws != world_size || rank < 0 || rank >= ws || !ranks.insert(rank).second)
       fail("{}: optimizer shard rank {} of world size {} is inconsistent with the other shards",
@@ -85,9 +93,28 @@ StoredState read_shards(const std::string& dir, const std::vector<std::string>& 
       layout_text = get("layout");
       const json jl = parse_metadata_json(layout_text, path + " (layout metadata)");
       try {
-        for (const json& e : jl)
-          st.layout[e.at("name").get<std::string>()] = {e.at("offset").get<int64_t>(),
-                                                        e.at("shape").get<std::vector<int64_t>>()};
+        int64_t next = 0;  // the tensors are laid out back to back, in order
+        for (const json& e : jl) {
+          const std::string name = e.at("name").get<std::string>();
+          LayoutEntry entry{e.at("offset").get<int64_t>(),
+                            e.at("shape").get<std::vector<int64_t>>()};
+          int64_t numel = 1;
+          for (int64_t d : entry.shape) {
+            if (d < 0 || (d > 0 && numel > (int64_t(1) << 62) / d))
+              fail("{}: optimizer layout: tensor '{}' has a bad shape {}", path, name,
+                   json(entry.shape).dump());
+            numel *= d;
+          }
+          if (entry.offset != next)
+            fail("{}: optimizer layout: tensor '{}' starts at element {}, expected {}", path, name,
+                 entry.offset, next);
+          if (!st.layout.emplace(name, std::move(entry)).second)
+            fail("{}: optimizer layout: tensor '{}' is listed twice", path, name);
+          next += numel;
+        }
+        if (next != total)
+          fail("{}: optimizer layout covers {} elements but total_elements is {}", path, next,
+               total);
       } catch (const json::exception& e) {
         fail("{}: malformed optimizer layout metadata: {}", path, e.what());
       }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -291,7 +292,7 @@ TEST_F(OptimizerShards, NoShardAtAll) {
 }
 
 TEST_F(OptimizerShards, AMissingMetadataKeyIsNamed) {
-  for (const char* key : {"format", "layout", "ranges"}) {
+  for (const char* key : {"format", "world_size", "rank", "total_elements", "layout", "ranges"}) {
     SCOPED_TRACE(key);
     std::vector<Shard> s = two_shards();
     s[1].meta.erase(key);
@@ -309,10 +310,11 @@ TEST_F(OptimizerShards, AnUnknownFormat) {
 }
 
 TEST_F(OptimizerShards, CountsThatAreNotIntegers) {
-  for (const char* key : {"world_size", "rank", "total_elements"}) {
-    SCOPED_TRACE(key);
+  for (const auto& [key, value] : std::vector<std::pair<const char*, const char*>>{
+           {"world_size", "two"}, {"rank", "1x"}, {"total_elements", ""}, {"rank", "-1"}}) {
+    SCOPED_TRACE(std::string(key) + " = " + value);
     std::vector<Shard> s = two_shards();
-    s[1].meta[key] = "two";
+    s[1].meta[key] = value;
     expect_load_error(s, {"optimizer_rank00001.safetensors",
                           "optimizer shard metadata world_size/rank/total_elements are not "
                           "integers"});
@@ -465,6 +467,36 @@ TEST_F(OptimizerShards, RangesPastTheEndOrShortOfIt) {
     expect_load_error(make_shards({{whole("muon.momentum.w1"), piece("adamw.v.w1", 0, 100)},
                                    {piece("adamw.m.bias", 0, 30), piece("adamw.v.w1", 100, 200)}}),
                       {"optimizer shards cover 630 of 635 elements"});
+  }
+}
+
+// A layout whose tensors are not back to back from element 0 to total_elements (a gap, an overlap,
+// a tensor listed twice, a total that disagrees) would put values in the wrong place.
+TEST_F(OptimizerShards, ALayoutThatDoesNotTileTheVectorIsRefused) {
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"gap", [](json& l) { l[2]["offset"] = 610; },
+       "tensor 'adamw.m.bias' starts at element 610, expected 600"},
+      {"overlap", [](json& l) { l[1]["offset"] = 290; },
+       "tensor 'adamw.v.w1' starts at element 290, expected 300"},
+      {"twice", [](json& l) { l[1]["name"] = "muon.momentum.w1"; },
+       "tensor 'muon.momentum.w1' is listed twice"},
+      {"short", [](json& l) { l.erase(2); },
+       "optimizer layout covers 600 elements but total_elements is 635"},
+      {"negative", [](json& l) { l[0]["shape"] = {-300}; },
+       "tensor 'muon.momentum.w1' has a bad shape [-300]"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::vector<Shard> s = two_shards();
+    json l = layout_json();
+    c.edit(l);
+    for (Shard& x : s) x.meta["layout"] = l.dump();
+    expect_load_error(s, {"optimizer_rank00000.safetensors", c.message});
   }
 }
 
