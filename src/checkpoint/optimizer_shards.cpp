@@ -29,11 +29,11 @@ json parse_metadata_json(const std::string& text, const std::string& what) {
   }
 }
 
-// A whole decimal integer ≥ 0 ("2x", "", "-1" are not).
+// A whole decimal integer ("2x" and "" are not).
 bool parse_count(const std::string& text, int64_t& out) {
   const char* end = text.data() + text.size();
   auto [ptr, err] = std::from_chars(text.data(), end, out);
-  return err == std::errc() && ptr == end && out >= 0;
+  return err == std::errc() && ptr == end;
 }
 
 // A tensor of the global layout: where it starts in the global vector and its shape.
@@ -83,8 +83,7 @@ StoredState read_shards(const std::string& dir, const std::vector<std::string>& 
     int64_t ws = 0, rank = 0;
     if (!parse_count(ws_text, ws) || !parse_count(rank_text, rank) ||
         !parse_count(total_text, total))
-      fail("{}: optimizer shard metadata world_size/rank/total_elements are not integers ≥ 0",
-           path);
+      fail("{}: optimizer shard metadata world_size/rank/total_elements are not integers", path);
     if (world_size < 0) world_size = ws;
     if (ws != world_size || rank < 0 || rank >= ws || !ranks.insert(rank).second)
       fail("{}: optimizer shard rank {} of world size {} is inconsistent with the other shards",

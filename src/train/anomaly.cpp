@@ -20,20 +20,6 @@ double AnomalyDetector::z_score(const std::deque<double>& w, double x) const {
   return (x - mean) / sd;
 }
 
-const char* anomaly_kind_name(AnomalyKind k) {
-  switch (k) {
-    case AnomalyKind::None:
-      return "none";
-    case AnomalyKind::NonFinite:
-      return "nonfinite";
-    case AnomalyKind::LossSpike:
-      return "loss_spike";
-    case AnomalyKind::GradSpike:
-      return "grad_spike";
-  }
-  return "?";
-}
-
 AnomalyVerdict AnomalyDetector::observe(double loss, double grad_norm) {
   AnomalyVerdict v;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {

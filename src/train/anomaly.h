@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/enum_words.h"
+
 namespace zaya {
 
 struct AnomalyConfig {
@@ -17,9 +19,16 @@ struct AnomalyConfig {
   double z = 6;         // threshold; 0: spikes are not judged (non-finite values still are)
 };
 
+// The kind in run events: "nonfinite", "loss_spike", "grad_spike".
 enum class AnomalyKind { None, NonFinite, LossSpike, GradSpike };
-// "none", "nonfinite", "loss_spike", "grad_spike": the kind in run events.
-const char* anomaly_kind_name(AnomalyKind k);
+template <>
+struct EnumWords<AnomalyKind> {
+  static constexpr std::pair<AnomalyKind, std::string_view> words[] = {
+      {AnomalyKind::None, "none"},
+      {AnomalyKind::NonFinite, "nonfinite"},
+      {AnomalyKind::LossSpike, "loss_spike"},
+      {AnomalyKind::GradSpike, "grad_spike"}};
+};
 
 struct AnomalyVerdict {
   bool anomaly = false;

@@ -78,7 +78,7 @@ bool Recovery::judge(int64_t step, double loss, double grad_norm, bool nonfinite
         grad_norm, v.z, cfg_.anomaly_window);
   events_.write({{"event", "anomaly"},
                  {"step", step},
-                 {"kind", anomaly_kind_name(v.kind)},
+                 {"kind", std::string(enum_word(v.kind))},
                  {"loss", loss},
                  {"grad_norm", grad_norm},
                  {"z", v.z}});
