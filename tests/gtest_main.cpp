@@ -1,7 +1,7 @@
 // The main of the test executables (tests/CMakeLists.txt): gtest's, with the skip rules of
 // tests/test_skips.h.
 //  - Each skipped test prints its reason, "[ SKIP WHY ] Suite.Name: no GPU" ("other: …" when the
-//    reason is not an allowed one); tests/skip_summary.sh counts them after a ctest run.
+//    reason is not an allowed one); tests/skip_summary.cmake counts them after a ctest run.
 //  - ZAYA_STRICT_SKIPS=1: a skip whose reason is not allowed is a failure of that test, reported
 //    where it skipped.
 //  - The exit status is 77 when every test that ran skipped and none failed, else gtest's (0 or

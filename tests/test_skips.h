@@ -4,8 +4,9 @@
 // that cannot run for any other reason has found a broken setup, which is a failure.
 //
 // The main of every test executable (tests/gtest_main.cpp) prints each skip's reason and, with
-// ZAYA_STRICT_SKIPS=1 (on in CI: .ci/run), fails a test whose skip message does not begin with an
-// allowed reason. `make test` ends with the count of skips by reason (tests/skip_summary.sh).
+// ZAYA_STRICT_SKIPS=1 (on in CI: `make ci`), fails a test whose skip message does not begin with an
+// allowed reason. Every ctest run ends with the count of skips by reason
+// (tests/skip_summary.cmake).
 #pragma once
 #include <gtest/gtest.h>
 
