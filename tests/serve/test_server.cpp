@@ -50,7 +50,8 @@ class ServeTest : public ::testing::Test {
  protected:
   static inline fs::path dir, model_dir;
   static inline pid_t pid = -1;
-  static inline std::string base;  // http://127.0.0.1:PORT
+  static inline std::string base;           // http://127.0.0.1:PORT
+  static inline std::string startup_error;  // why the server did not start
 
   static void SetUpTestSuite() {
     dir = fs::path(::testing::TempDir()) / ("zaya_serve_" + std::to_string(getpid()));
@@ -76,19 +77,28 @@ class ServeTest : public ::testing::Test {
             (char*)nullptr);
       _exit(127);
     }
-    // Wait for the startup line (the model loads in well under a second).
+    // Wait for the startup line (the model loads in well under a second), or the server's exit.
     const std::regex line(
         R"(zaya serve: tiny-serve \(.* params, F32\) on (http://127\.0\.0\.1:\d+) — KV cache \d+ bytes/token, max batch 8, context 2048)");
+    std::string why = "no startup line within 30 s";
     for (int i = 0; i < 600 && base.empty(); ++i) {
       std::smatch m;
       const std::string s = slurp(out);
-      if (std::regex_search(s, m, line))
+      int status = 0;
+      if (std::regex_search(s, m, line)) {
         base = m[1];
-      else
+      } else if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        why = WIFEXITED(status) ? "it exited with status " + std::to_string(WEXITSTATUS(status))
+                                : "it was killed by signal " + std::to_string(WTERMSIG(status));
+        break;
+      } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
-    ASSERT_FALSE(base.empty()) << "no startup line; stdout: " << slurp(out)
-                               << " stderr: " << slurp(err);
+    if (base.empty())
+      startup_error = std::string("`") + ZAYA_BINARY + " serve` did not start: " + why +
+                      "; its stdout: " + slurp(out) + " its stderr: " + slurp(err);
   }
 
   static void TearDownTestSuite() {
@@ -100,8 +110,9 @@ class ServeTest : public ::testing::Test {
     fs::remove_all(dir);
   }
 
+  // Every test needs the server: one that did not start fails them all.
   void SetUp() override {
-    if (base.empty()) GTEST_SKIP() << "server did not start";
+    if (base.empty()) FAIL() << startup_error;
   }
 
   // curl: method, path, body (sent as a file, so any bytes go).
@@ -497,11 +508,17 @@ TEST_F(ServeTest, PortInUseIsAUserError) {
   EXPECT_EQ(request("GET", "/health").status, 200);
 }
 
+// Needs node and the openai package (scripts/setup.sh installs both): without them it skips, a
+// failure under ZAYA_STRICT_SKIPS=1 (tests/test_skips.h).
 TEST_F(ServeTest, OfficialOpenAiNodeClient) {
-  const fs::path modules = kRoot / "build/node-cache/node_modules";
-  if (std::system("node --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "node not installed";
+  const char* cache = std::getenv("ZAYA_NODE_CACHE");  // as scripts/fetch_openai_npm.sh reads it
+  const fs::path modules =
+      (cache && *cache ? fs::path(cache) : kRoot / "build/node-cache") / "node_modules";
+  if (std::system("node --version >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "node is not installed: run scripts/setup.sh (it installs nodejs)";
   if (!fs::exists(modules / "openai/package.json"))
-    GTEST_SKIP() << "openai npm package absent: run scripts/fetch_openai_npm.sh";
+    GTEST_SKIP() << "the openai npm package is not in " << modules.string()
+                 << ": run scripts/fetch_openai_npm.sh (scripts/setup.sh runs it)";
   const std::string script = (kRoot / "tests/serve/openai_client.mjs").string();
   const std::string log = (dir / "node.log").string();
   const std::string cmd = "NODE_PATH=" + shell_quote(modules.string()) + " node " +
