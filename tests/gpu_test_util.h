@@ -14,6 +14,7 @@
 #include "core/arena.h"
 #include "core/device.h"
 #include "ops/ops.h"
+#include "test_skips.h"
 #include "test_util.h"
 
 namespace zaya::test {
@@ -21,9 +22,10 @@ namespace zaya::test {
 inline constexpr double kGpuF32Nmse = 1e-7;                      // F32 GPU vs CPU, normalised MSE
 inline constexpr double kGpuBf16Abs = 1e-2, kGpuBf16Rel = 8e-2;  // BF16 GPU vs CPU
 
-#define ZAYA_REQUIRE_GPU()                                                                \
-  do {                                                                                    \
-    if (!::zaya::gpu::available()) GTEST_SKIP() << "no GPU: " << ::zaya::gpu::describe(); \
+// Skips (an allowed reason: tests/test_skips.h) where there is no GPU.
+#define ZAYA_REQUIRE_GPU()                                                      \
+  do {                                                                          \
+    if (!::zaya::gpu::available()) ZAYA_SKIP(NoGpu) << ::zaya::gpu::describe(); \
   } while (0)
 
 // One tensor on the host and on the GPU, same shape and dtype, both zero-filled at first.

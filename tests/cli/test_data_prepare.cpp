@@ -28,7 +28,7 @@ const std::string kTokenizer = std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy
 }  // namespace
 
 TEST(DataPrepareCli, JsonlToShardsThatLoad) {
-  if (!fs::exists(kTokenizer)) GTEST_SKIP() << "no " << kTokenizer;
+  ASSERT_TRUE(fs::exists(kTokenizer)) << "missing fixture " << kTokenizer;
   ScratchDir dir;
   std::ofstream corpus(dir / "c.jsonl");
   for (int i = 0; i < 200; ++i)
@@ -62,7 +62,7 @@ TEST(DataPrepareCli, JsonlToShardsThatLoad) {
 }
 
 TEST(DataPrepareCli, BadInputIsOneErrorLine) {
-  if (!fs::exists(kTokenizer)) GTEST_SKIP() << "no " << kTokenizer;
+  ASSERT_TRUE(fs::exists(kTokenizer)) << "missing fixture " << kTokenizer;
   ScratchDir dir;
   CliResult r = run_zaya(dir, "data prepare --tokenizer " + kTokenizer + " --input " +
                                   (dir / "none*.txt") + " --out " + (dir / "ds") + " --quiet");

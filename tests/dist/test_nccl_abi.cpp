@@ -2,8 +2,10 @@
 // no RCCL header, and the GPU emulator's) against the CUDA build's nccl.h: the same enumerator
 // values, unique id size, NCCL_VERSION codes, config layout (ours is NCCL 2.14's prefix of the
 // real struct, with the same magic and "undefined" defaults) and entry-point types. CUDA build
-// only (it needs nccl.h); needs no GPU. Other builds skip.
+// only (it needs nccl.h); needs no GPU. Other builds skip ("no NCCL", tests/test_skips.h).
 #include <gtest/gtest.h>
+
+#include "test_skips.h"
 
 #if defined(ZAYA_GPU_CUDA)
 #include <nccl.h>
@@ -16,7 +18,8 @@ namespace {
 
 TEST(NcclAbi, OurDeclarationsMatchNcclH) {
 #if !defined(ZAYA_GPU_CUDA)
-  GTEST_SKIP() << "the CUDA build compares dist/nccl_abi.h with its nccl.h";
+  ZAYA_SKIP(NoNccl) << "this build has no nccl.h (the CUDA build compares dist/nccl_abi.h with its "
+                       "nccl.h)";
 #else
   const NcclFacts real = facts_of_the_nccl_in_scope();
   const NcclFacts ours = nccl_abi_facts();

@@ -9,10 +9,12 @@
 #include <string>
 
 #include "cli_util.h"
+#include "test_skips.h"
 #include "test_util.h"
 
+// Skips (an allowed reason: tests/test_skips.h) where CMake found no mpirun.
 #define SKIP_WITHOUT_MPIRUN() \
-  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time"
+  if (std::string(ZAYA_MPIRUN).empty()) ZAYA_SKIP(NoMpirun) << "none at configure time"
 
 namespace zaya::test {
 
