@@ -16,7 +16,7 @@
 
 namespace zaya::test {
 
-enum class SkipReason { NoGpu, NoMpirun, NoNccl };
+enum class SkipReason { NoGpu, GpuPresent, NoMpirun, NoNccl };
 
 struct AllowedSkip {
   SkipReason reason;
@@ -28,6 +28,10 @@ inline constexpr AllowedSkip kAllowedSkips[] = {
     // GPU against CPU tests need a device; the CPU machines have none. They run on GPU hosts
     // (scripts/gpu_check.sh) and under the GPU emulator (scripts/gpu_emu/run.sh).
     {SkipReason::NoGpu, "no GPU", "no GPU"},
+    // The tests of the no-GPU error paths (a GPU op, train.device = gpu or --device gpu without a
+    // device or a GPU backend) need a machine or a build without one; on a GPU host the GPU tests
+    // run those paths for real.
+    {SkipReason::GpuPresent, "a GPU is present", "a GPU is present"},
     // The mpi tests launch jobs with mpirun, which a machine without MPI does not have (CMake
     // says so at configure time: "mpirun not found").
     {SkipReason::NoMpirun, "mpirun not found", "no MPI launcher"},

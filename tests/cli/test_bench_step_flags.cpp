@@ -11,6 +11,7 @@
 
 #include "cli/bench_step_util.h"
 #include "core/device.h"
+#include "test_skips.h"
 #include "test_util.h"
 
 namespace zaya {
@@ -23,7 +24,7 @@ using test::run_bench_step_in;
 const std::string kTiny = std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json";
 
 TEST(BenchStepFlags, GpuWithoutAGpuIsAClearError) {
-  if (gpu::available()) GTEST_SKIP() << "a GPU is here: " << gpu::describe();
+  if (gpu::available()) ZAYA_SKIP(GpuPresent) << gpu::describe();
   test::ScratchDir dir;
   for (const std::string& extra :
        {std::string(), std::string(" --precision fp32"), " --config " + kTiny}) {

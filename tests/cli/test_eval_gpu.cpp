@@ -5,6 +5,7 @@
 
 #include "cli_util.h"
 #include "core/device.h"
+#include "test_skips.h"
 #include "test_util.h"
 #include "twin_cases.h"
 
@@ -29,7 +30,7 @@ TEST(EvalDevice, AnUnknownDeviceIsRejectedByTheFlagCheck) {
 }
 
 TEST(EvalDevice, GpuWithoutAGpuIsOneClearError) {
-  if (gpu::available()) GTEST_SKIP() << "a GPU is present: " << gpu::describe();
+  if (gpu::available()) ZAYA_SKIP(GpuPresent) << gpu::describe();
   test::ScratchDir d;
   const CliResult r = run_zaya_in(d.path, eval_args("gpu"));
   expect_user_error(r, "--device gpu: " + gpu::describe());

@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "core/device.h"
+#include "test_skips.h"
 #include "test_util.h"
 #include "train/train_config.h"
 
@@ -31,7 +32,7 @@ TEST(TuneCli, FlagErrorsAreOneLine) {
 }
 
 TEST(TuneCli, NeedsAGpu) {
-  if (gpu::available()) GTEST_SKIP() << "this test is for machines without a GPU";
+  if (gpu::available()) ZAYA_SKIP(GpuPresent) << gpu::describe();
   test::ScratchDir d;
   expect_user_error(run_zaya_in(d.path, "tune gemm --config " + kTiny + " --out " + d / "t.csv"),
                     "zaya tune gemm needs a GPU");

@@ -23,6 +23,7 @@
 #include "dist/group.h"
 #include "dist/nccl.h"
 #include "gpu_test_util.h"
+#include "test_skips.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -63,15 +64,15 @@ std::string run_ranks(const std::string& test, const std::string& role, const st
   return out;
 }
 
-#define ZAYA_REQUIRE_NCCL_JOB()                             \
-  do {                                                      \
-    ZAYA_REQUIRE_GPU();                                     \
-    if (!have_mpirun()) GTEST_SKIP() << "mpirun not found"; \
-    try {                                                   \
-      dist::open_nccl_library();                            \
-    } catch (const Error& e) {                              \
-      GTEST_SKIP() << e.what();                             \
-    }                                                       \
+#define ZAYA_REQUIRE_NCCL_JOB()                                         \
+  do {                                                                  \
+    ZAYA_REQUIRE_GPU();                                                 \
+    if (!have_mpirun()) ZAYA_SKIP(NoMpirun) << "no mpirun on the PATH"; \
+    try {                                                               \
+      dist::open_nccl_library();                                        \
+    } catch (const Error& e) {                                          \
+      ZAYA_SKIP(NoNccl) << e.what();                                    \
+    }                                                                   \
   } while (0)
 
 // ------------------------------------------------------------------------------- the rank side

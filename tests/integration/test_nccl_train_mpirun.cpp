@@ -14,6 +14,7 @@
 #include "cli_util.h"
 #include "dist/nccl.h"
 #include "gpu_test_util.h"
+#include "test_skips.h"
 #include "train/tiny_data.h"
 
 using namespace zaya;
@@ -59,11 +60,12 @@ std::map<int64_t, double> losses(const std::string& metrics) {
 
 TEST(GpuNcclTrain, TwoGpuRanksMatchTwoCpuRanks) {
   ZAYA_REQUIRE_GPU();
-  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0)
+    ZAYA_SKIP(NoMpirun) << "no mpirun on the PATH";
   try {
     dist::open_nccl_library();
   } catch (const Error& e) {
-    GTEST_SKIP() << e.what();
+    ZAYA_SKIP(NoNccl) << e.what();
   }
   ScratchDir dir;
   const int64_t steps = train_steps();

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "cli_util.h"
+#include "test_skips.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
 
@@ -17,7 +18,7 @@ namespace zaya {
 namespace {
 
 TEST(TrainStragglers, ASlowRankIsNamedInTheLogAndTheMetrics) {
-  if (std::string(ZAYA_MPIRUN).empty()) GTEST_SKIP() << "mpirun not found at configure time";
+  if (std::string(ZAYA_MPIRUN).empty()) ZAYA_SKIP(NoMpirun) << "at configure time";
   test::ScratchDir dir;
   const std::string shards = test::make_tiny_dataset(dir);
   test::write_tiny_toml(dir / "run.toml", shards,

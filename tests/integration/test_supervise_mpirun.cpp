@@ -27,8 +27,8 @@
 #include <random>
 #include <set>
 
-#include "integration/mpirun_job.h"
 #include "cli_util.h"
+#include "integration/mpirun_job.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
 

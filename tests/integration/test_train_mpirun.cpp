@@ -1,7 +1,7 @@
 // Whole jobs under mpirun (label mpi): `zaya bench comm` at 2 and 4 ranks prints one table with
 // correct rows and 0 wrong elements; and a rank that dies (SIGKILL), hangs or fails on its own
-// ends the job non-zero, with a clear message, in bounded time (tests/integration/dist_fault_helper.cpp).
-// Skipped where mpirun is not installed.
+// ends the job non-zero, with a clear message, in bounded time
+// (tests/integration/dist_fault_helper.cpp). Skipped where mpirun is not installed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "integration/mpirun_job.h"
 #include "cli_util.h"
+#include "integration/mpirun_job.h"
 #include "test_util.h"
 
 using namespace zaya::test;

@@ -16,6 +16,7 @@
 
 #include "cli_util.h"
 #include "model/model.h"
+#include "test_skips.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
 
@@ -50,7 +51,7 @@ class TrainZero : public testing::Test {
   }
   static void TearDownTestSuite() { delete dir_; }
   void SetUp() override {
-    if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
+    if (!have_mpirun()) ZAYA_SKIP(NoMpirun) << "no mpirun on the PATH";
   }
 
   // Runs `zaya train` on `ranks` processes (the global batch stays 12 rows); returns stderr.

@@ -7,6 +7,7 @@
 
 #include "core/arena.h"
 #include "ops/ops.h"
+#include "test_skips.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -26,7 +27,7 @@ const std::string kNoGpu = "this build has no GPU backend: configure with -DZAYA
 // The no-GPU-backend errors exist only in a CPU-only build (a GPU build would run the kernels on
 // these host vectors labelled as GPU memory).
 #ifdef ZAYA_HAS_GPU_BACKEND
-#define ZAYA_REQUIRE_CPU_ONLY_BUILD() GTEST_SKIP() << "a GPU build: it has a GPU backend"
+#define ZAYA_REQUIRE_CPU_ONLY_BUILD() ZAYA_SKIP(GpuPresent) << "this build has a GPU backend"
 #else
 #define ZAYA_REQUIRE_CPU_ONLY_BUILD() (void)0
 #endif
@@ -63,7 +64,7 @@ TEST(Dispatch, GpuMemoryGetsTheNoGpuError) {
 // Without a device (a CPU-only build, or a GPU build on a machine without a GPU), asking for GPU
 // memory is a clear zaya::Error, and gpu::describe() says why there is none.
 TEST(Dispatch, GpuMemoryWithoutADeviceIsAnError) {
-  if (gpu::available()) GTEST_SKIP() << "a GPU is present: " << gpu::describe();
+  if (gpu::available()) ZAYA_SKIP(GpuPresent) << gpu::describe();
   EXPECT_FALSE(gpu::describe().empty());
   expect_error([] { Buffer b(256, Device::Gpu); }, {});
 }

@@ -12,6 +12,7 @@
 #include "dist/group.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "test_skips.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
@@ -153,7 +154,7 @@ TEST(Trainer, NonFiniteStepsAreSkippedAndCounted) {
 }
 
 TEST(Trainer, GpuDeviceWithoutAGpuIsAClearError) {
-  if (gpu::available()) GTEST_SKIP() << "this machine has a GPU: " << gpu::describe();
+  if (gpu::available()) ZAYA_SKIP(GpuPresent) << gpu::describe();
   ScratchDir dir;
   TrainConfig c = tiny_run(dir, "no_gpu", make_dataset(dir));
   c.device = Device::Gpu;

@@ -135,7 +135,7 @@ TEST(Durability, MetricsHoldEveryStepOnceAfterAResume) {
 }
 
 TEST(Durability, AFailedMetricsWriteIsAnError) {
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  ASSERT_TRUE(fs::exists("/dev/full")) << "Linux has /dev/full: the test of a full disk needs it";
   MetricsLog log("/dev/full", 0);
   expect_error([&] { log.append({{"step", 1}}); }, {"metrics file /dev/full: write failed"});
 }
