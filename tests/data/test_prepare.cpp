@@ -37,10 +37,6 @@ std::string decode(const std::vector<uint32_t>& ids) {
   return s;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 // A corpus: 40 text files (one empty) and two JSON Lines files.
 std::vector<std::string> make_corpus(const ScratchDir& dir) {
   std::filesystem::create_directories(dir / "in");
