@@ -2,8 +2,10 @@
 // "optimizer updates" ones are in ops/ops_memory.cpp) validates its arguments here, once for every
 // backend — shapes, dtypes, which tensors are required — then dispatches on the device
 // (ops/dispatch.h) to ops::cpu::x (ops/cpu/) or ops::gpu::x (ops/gpu/, or no_gpu.cpp's clear
-// error). Backends trust the arguments; what needs the data (index values) the CPU checks itself.
-// Empty calls return here, before any backend.
+// error); a GPU call is first checked against what the GPU backend declares it computes
+// (ops/gpu/support.h: F32, head sizes, row widths). Backends trust their arguments: they check
+// only what needs the data (index values) and their kernels' own launch limits. Empty calls return
+// here, before any backend.
 #include "ops/ops.h"
 
 #include "ops/check.h"

@@ -1,7 +1,7 @@
 // The dispatch seam for the ops added with it (ops.h "memory", "reductions", "optimizer
 // updates"): each validates its arguments (shapes, dtypes, ranges of metadata), then dispatches
-// (ops/dispatch.h). Their kernels trust the arguments and check only what needs the data (index
-// values, on the CPU).
+// (ops/dispatch.h, which checks a GPU call against ops/gpu/support.h). Their kernels trust the
+// arguments and check only what needs the data (index values, on the CPU).
 #include "ops/check.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
