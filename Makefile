@@ -2,7 +2,7 @@
 # is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (README "GPUs").
 JOBS ?= $(shell nproc)
 
-.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci bench-step
+.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip emu-test gpu-bundle ci bench-step
 
 build:
 	cmake --preset release >/dev/null
@@ -54,6 +54,12 @@ HIP_TARGETS ?= zaya_gpu CMakeFiles/zaya_lib.dir/src/dist/nccl.cpp.o
 hip:
 	cmake --preset hip >/dev/null
 	cmake --build --preset hip -j $(JOBS) --target $(HIP_TARGETS)
+
+# The GPU tests on the GPU emulator (the `emu` preset: the kernels of src/ops/gpu/ compiled for the
+# host and run on the CPU, scripts/gpu_emu/README.md): every `gpu` test, the two NCCL mpirun jobs
+# and the emulator's self-test; the summary in build/emu/gpu_emu/summary.txt.
+emu-test:
+	ZAYA_EMU_JOBS=$(JOBS) bash scripts/gpu_emu/run.sh
 
 # The relocatable CUDA bundle for a GPU host: build/gpu-bundle/zaya-gpu{,.tar.gz}.
 gpu-bundle:

@@ -1,7 +1,7 @@
 // GPU emulator (scripts/gpu_emu/): the fiber scheduler behind ::emu::launch, the runtime of
 // ops/gpu/runtime.h (stream, Scratch's cached allocator, copy_to_host) and core/device.h's GPU
-// memory entry points, over host memory. Replaces src/ops/gpu/runtime.cpp in the emulated build
-// (cuBLASLt is absent there: src/ops/gpu/no_blaslt.cpp).
+// memory entry points, over host memory. The EMU build compiles it in place of
+// src/ops/gpu/runtime.cpp (emu.cmake); cuBLASLt is absent there (src/ops/gpu/no_blaslt.cpp).
 //
 // A launch runs its blocks one after another (ZAYA_EMU_REVERSE=1: last block first, and the
 // threads of a block in reverse order too). In a block every GPU thread is a fiber; a fiber runs
