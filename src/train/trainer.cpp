@@ -168,7 +168,7 @@ Device train_device(const TrainConfig& cfg, const dist::Group& group) {
 // The MFU denominator, measured once at setup: the CPU's sgemm rate, or the GPU's GEMM rate for
 // the run's precision (BF16 or F32 operands, f32 accumulation: bench/gpu_gemm_rate.h). The GPU
 // probe grows from 128³ until one product takes ≥ 1 ms or n reaches 4096, so it stays short where
-// the device is slow (the emulator). `source` names what was measured, for the log.
+// the device is slow. `source` names what was measured, for the log.
 double measure_matmul_rate(Device device, ops::MatmulPrecision precision, std::string& source) {
   if (device == Device::Cpu) {
     source = fmt::format("sgemm ({} kernels)", ops::blas_core_name());
