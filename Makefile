@@ -1,5 +1,6 @@
 # Thin wrapper over CMake presets. `make test` builds (release) and runs the whole suite; `make ci`
-# is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (README "GPUs").
+# is what CI runs (.ci/run): the `hip` and `cuda` GPU builds, the GPU tests on the emulator, then
+# the CPU suite (docs/gpu.md).
 JOBS ?= $(shell nproc)
 
 .PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip emu-test gpu-bundle ci bench-step
@@ -66,10 +67,12 @@ gpu-bundle:
 	bash scripts/bundle_gpu.sh
 
 # CI (.ci/run, the README's test command): both GPU builds (their tests skip without a device),
-# then the CPU suite last, so that the run ends on the summary of the tests that did execute.
+# the GPU tests on the emulator, then the CPU suite last, so that the run ends on the summary of
+# the CPU tests.
 ci:
 	$(MAKE) hip
 	$(MAKE) cuda-smoke
+	$(MAKE) emu-test
 	$(MAKE) test
 
 # zaya bench step against the PyTorch eager baseline on configs/models/step-bench.json, interleaved
