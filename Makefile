@@ -1,8 +1,9 @@
 # Thin wrapper over CMake presets. `make test` builds (release) and runs the whole suite; `make ci`
-# is what CI runs (.ci/run): that, then the `cuda` and `hip` GPU builds (docs/gpu.md).
+# is what CI runs (.ci/run): the `hip` and `cuda` GPU builds, the GPU tests on the emulator, then
+# the CPU suite (docs/gpu.md).
 JOBS ?= $(shell nproc)
 
-.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip gpu-bundle ci bench-step
+.PHONY: build test debug demo format clean fuzz cuda cuda-smoke hip emu-test gpu-bundle ci bench-step
 
 build:
 	cmake --preset release >/dev/null
@@ -55,17 +56,25 @@ hip:
 	cmake --preset hip >/dev/null
 	cmake --build --preset hip -j $(JOBS) --target $(HIP_TARGETS)
 
+# The GPU tests on the GPU emulator (the `emu` preset: the kernels of src/ops/gpu/ compiled for the
+# host and run on the CPU, scripts/gpu_emu/README.md): every `gpu` test, the two NCCL mpirun jobs
+# and the emulator's self-test; the summary in build/emu/gpu_emu/summary.txt.
+emu-test:
+	ZAYA_EMU_JOBS=$(JOBS) bash scripts/gpu_emu/run.sh
+
 # The relocatable CUDA bundle for a GPU host: build/gpu-bundle/zaya-gpu{,.tar.gz}.
 gpu-bundle:
 	bash scripts/bundle_gpu.sh
 
 # CI (.ci/run, the README's test command): both GPU builds (their tests skip without a device),
-# then the CPU suite last, so that the run ends on the summary of the tests that did execute.
+# the GPU tests on the emulator, then the CPU suite last, so that the run ends on the summary of
+# the CPU tests.
 # Strict: a test that skips for a reason tests/test_skips.h does not allow fails.
 ci: export ZAYA_STRICT_SKIPS = 1
 ci:
 	$(MAKE) hip
 	$(MAKE) cuda-smoke
+	$(MAKE) emu-test
 	$(MAKE) test
 
 # zaya bench step against the PyTorch eager baseline on configs/models/step-bench.json, interleaved

@@ -11,7 +11,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   libopenmpi-dev openmpi-bin libcpp-httplib-dev nodejs
   bible-kjv curl
 )

@@ -1,6 +1,7 @@
 // GPU emulator (scripts/gpu_emu/): the fiber scheduler behind ::emu::launch, the runtime of
 // ops/gpu/runtime.h (stream, Scratch's cached allocator, copy_to_host) and core/device.h's GPU
-// memory entry points, over host memory. Replaces src/ops/gpu/runtime.cpp in the emulated build.
+// memory entry points, over host memory. The EMU build compiles it in place of
+// src/ops/gpu/runtime.cpp (emu.cmake); cuBLASLt is absent there (src/ops/gpu/no_blaslt.cpp).
 //
 // A launch runs its blocks one after another (ZAYA_EMU_REVERSE=1: last block first, and the
 // threads of a block in reverse order too). In a block every GPU thread is a fiber; a fiber runs
@@ -30,7 +31,6 @@
 
 #include "core/assert.h"
 #include "core/device.h"
-#include "ops/gpu/gemm.h"
 #include "ops/gpu/runtime.h"
 
 // ---------------------------------------------------------------- fiber switch (x86-64 SysV)
@@ -584,11 +584,6 @@ std::string memory_report() {
   return fmt::format("GPU memory (emulated): {:.3f} GiB in use, {:.3f} GiB peak",
                      double(in_use) / double(size_t(1) << 30),
                      double(peak) / double(size_t(1) << 30));
-}
-
-// cuBLASLt does not exist here: gemm() takes the tiled kernel.
-bool gemm_blaslt(const Gemm&) {
-  return false;
 }
 
 }  // namespace zaya::gpu

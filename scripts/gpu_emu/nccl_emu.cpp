@@ -13,7 +13,8 @@
 // ncclInvalidUsage; zaya's group always waits), NCCL's algorithms and their reduction order, and
 // any timing.
 #include <mpi.h>
-#include <nccl.h>
+
+#include "dist/nccl_abi.h"  // NCCL's interface, with the emulator's runtime (ops/gpu/vendor/emu.h)
 
 #include <climits>
 #include <cstdint>

@@ -6,7 +6,7 @@
 // candidates (ops/gpu/gemm_table_runtime.h), keeps the fastest whose result matches the default's,
 // prints default ms, best ms and the gain per shape and in total (each shape weighted by its uses
 // per micro-batch), and writes the table (io/gemm_table.h) for train.gemm_table. Without
-// cuBLASLt (HIP, the emulator) the candidates are the default and nothing else to compare, so
+// cuBLASLt (every build but CUDA) the candidates are the default and nothing else to compare, so
 // every line is Default. --precision bf16 tunes the GEMMs of train.precision = bf16
 // (floatAsBFloat16: float operands rounded to bf16 as they load; the router's stay float).
 #include <cstdio>

@@ -44,7 +44,7 @@ void copy_to_device_async(void* dst, const void* src, size_t bytes);
 void synchronize();
 // A point in the GPU's work: record() marks everything issued so far, wait() blocks the host until
 // that has run (at once when nothing was recorded). The host's half of an asynchronous copy. In a
-// build without a GPU backend, or in the emulator, nothing runs asynchronously: both are no-ops.
+// build without a GPU backend, or where GPU work runs synchronously, both are no-ops.
 class Fence {
  public:
   Fence() = default;
@@ -59,9 +59,9 @@ class Fence {
 };
 // Page-locks the host memory [p, p + bytes) for every device (copies to and from it then run at
 // the link's DMA rate instead of through the driver's pageable bounce buffers): the checkpoint
-// staging of a GPU run. Returns false where it cannot (no GPU backend, the emulator, the driver
-// refused): the memory stays usable, copies are just slower. unpin_host undoes a pin (before the
-// memory is freed); both never throw.
+// staging of a GPU run. Returns false where it cannot (no GPU backend, device memory that is host
+// memory, the driver refused): the memory stays usable, copies are just slower. unpin_host undoes
+// a pin (before the memory is freed); both never throw.
 bool pin_host(void* p, size_t bytes) noexcept;
 void unpin_host(void* p) noexcept;
 // Whether this build has a GPU backend and a device to run it on (false in a CPU-only build, or

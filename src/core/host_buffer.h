@@ -2,9 +2,10 @@
 // construction (no page faults in the copy that first touches it), transparent huge pages hinted
 // from 2 MiB up, and, when asked (the other side is a GPU), page-locked with gpu::pin_host so the
 // copies run at the link's DMA rate and can be asynchronous. Pinning that fails (no GPU backend,
-// the emulator, the driver refused) leaves ordinary memory: pinned() says which. The checkpoint
-// writer's staging and the trainer's token slots are HostBuffers. Each allocation is reported to
-// the allocation hook of core/arena.h (set_allocation_hook) under its `what`.
+// device memory that is host memory, the driver refused) leaves ordinary memory: pinned() says
+// which. The checkpoint writer's staging and the trainer's token slots are HostBuffers. Each
+// allocation is reported to the allocation hook of core/arena.h (set_allocation_hook) under its
+// `what`.
 #pragma once
 #include <cstddef>
 #include <string_view>

@@ -1,5 +1,5 @@
-// dist::NcclGroup: collectives on GPU buffers with NCCL (RCCL on AMD), one process per GPU (the
-// CUDA and HIP builds and the GPU emulator; see dist/nccl.h for the CPU build).
+// dist::NcclGroup: collectives on GPU buffers with NCCL (RCCL on AMD), one process per GPU (every
+// build with a GPU backend; see dist/nccl.h for the CPU build).
 //
 // - Bootstrap: the MPI group (dist/mpi.cpp) gives rank and size and carries rank 0's
 //   ncclUniqueId to the others; MPI moves nothing else. The device is the local rank
@@ -9,7 +9,7 @@
 //   process that used its GPU before making the group, on another device, is a clear error.
 // - libnccl.so.2 (librccl.so.1) is loaded at run time (open_nccl_library); the types and the
 //   entry points' signatures come from the vendor's header — CUDA's nccl.h, ROCm's rccl.h — or,
-//   where there is none (Debian's HIP, the emulator), from dist/nccl_abi.h; the functions from
+//   where there is none (Debian's HIP), from dist/nccl_abi.h; the functions from
 //   the library.
 // - Every collective runs on the communication stream (gpu::comm_stream), ordered after the work
 //   already queued on the compute stream (gpu::stream) by an event, so after the kernels that
@@ -28,12 +28,12 @@
 //   and the collectives started before it; a started one's wait() polls the same way.
 // - Host buffers (the trainer's scalars and bookkeeping) are staged: copied to device scratch
 //   memory, reduced there, copied back. Mixed calls (send on the GPU, recv on the host) work.
-#if defined(ZAYA_GPU_HIP) && __has_include(<rccl/rccl.h>)
-#include <rccl/rccl.h>
-#elif defined(ZAYA_GPU_HIP)
-#include "dist/nccl_abi.h"
-#else
+#if defined(ZAYA_GPU_CUDA)
 #include <nccl.h>
+#elif defined(ZAYA_GPU_HIP) && __has_include(<rccl/rccl.h>)
+#include <rccl/rccl.h>
+#else
+#include "dist/nccl_abi.h"
 #endif
 
 #include <chrono>

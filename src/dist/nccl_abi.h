@@ -1,8 +1,8 @@
 // The NCCL C interface zaya's NCCL group calls (dist/nccl.cpp), declared here for the builds
-// that have no vendor header: the HIP build without ROCm's <rccl/rccl.h> (Debian 12 ships no
-// RCCL) and the GPU emulator (scripts/gpu_emu). NCCL's own names, values and signatures; RCCL
-// keeps them (it is NCCL's port). The functions are never linked: the group loads them from the
-// library at run time (dist/nccl.h: open_nccl_library).
+// without a vendor header for it: CUDA has nccl.h and ROCm <rccl/rccl.h>, which Debian 12 does not
+// ship; other vendors have none. NCCL's own names, values and signatures; RCCL keeps them (it is
+// NCCL's port). The functions are never linked: the group loads them from the library at run
+// time (dist/nccl.h: open_nccl_library).
 //
 // The communicator's config is NCCL 2.14's (the first with non-blocking communicators):
 // `version` says so, and NCCL reads a config up to its `size` and keeps its own defaults for the

@@ -2,8 +2,10 @@
 // "optimizer updates" ones are in ops/ops_memory.cpp) validates its arguments here, once for every
 // backend — shapes, dtypes, which tensors are required — then dispatches on the device
 // (ops/dispatch.h) to ops::cpu::x (ops/cpu/) or ops::gpu::x (ops/gpu/, or no_gpu.cpp's clear
-// error). Backends trust the arguments; what needs the data (index values) the CPU checks itself.
-// Empty calls return here, before any backend.
+// error); a GPU call is first checked against what the GPU backend declares it computes
+// (ops/gpu/support.h: F32, head sizes, row widths). Backends trust their arguments: they check
+// only what needs the data (index values) and their kernels' own launch limits. Empty calls return
+// here, before any backend.
 #include "ops/ops.h"
 
 #include "ops/check.h"
@@ -48,7 +50,7 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
               w.shape_str(), y.shape_str());
   if (b.defined()) ZAYA_ASSERT(b.numel() == O, "linear: bias {}", b.shape_str());
   if (N == 0) return;
-  ZAYA_OP_DISPATCH(linear_forward, (y, x, w, b), y, x, w, b, accumulate);
+  ZAYA_OP_DISPATCH(linear_forward, y, x, w, b, accumulate);
 }
 
 void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
@@ -64,7 +66,7 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
   if (dx.defined()) ZAYA_ASSERT(dx.numel() == N * I, "linear_backward: dx {}", dx.shape_str());
   if (dw.defined()) ZAYA_ASSERT(dw.numel() == O * I, "linear_backward: dw {}", dw.shape_str());
   if (db.defined()) ZAYA_ASSERT(db.numel() == O, "linear_backward: db {}", db.shape_str());
-  ZAYA_OP_DISPATCH(linear_backward, (dx, dw, db, dy, x, w), dx, dw, db, dy, x, w, accumulate_dx);
+  ZAYA_OP_DISPATCH(linear_backward, dx, dw, db, dy, x, w, accumulate_dx);
 }
 
 // ---------------------------------------------------------------- embedding
@@ -82,7 +84,7 @@ void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table
                 dtype_name(out.dtype));
   else
     check_float(table, out);
-  ZAYA_OP_DISPATCH(embedding_forward, (out, ids, table), out, ids, table);
+  ZAYA_OP_DISPATCH(embedding_forward, out, ids, table);
 }
 
 void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
@@ -98,7 +100,7 @@ void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& 
   check_numel(dout, N * D, "embedding_backward: dout");
   ZAYA_ASSERT(skip_row >= -1 && skip_row < V, "embedding_backward: skip_row {} not in [-1, {})",
               skip_row, V);
-  ZAYA_OP_DISPATCH(embedding_backward, (dtable, dout, ids), dtable, dout, ids, skip_row);
+  ZAYA_OP_DISPATCH(embedding_backward, dtable, dout, ids, skip_row);
 }
 
 // ---------------------------------------------------------------- RMSNorm and the residual merge
@@ -112,7 +114,7 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
   check_numel(y, N * D, "rmsnorm_forward: y");
   check_numel(rstd, N, "rmsnorm_forward: rstd");
   check_numel(w, D, "rmsnorm_forward: w");
-  ZAYA_OP_DISPATCH(rmsnorm_forward, (y, rstd, x, w), y, rstd, x, w, eps);
+  ZAYA_OP_DISPATCH(rmsnorm_forward, y, rstd, x, w, eps);
 }
 
 void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
@@ -126,8 +128,7 @@ void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, cons
   check_numel(rstd, N, "rmsnorm_backward: rstd");
   if (dx.defined()) check_numel(dx, N * D, "rmsnorm_backward: dx");
   if (dw.defined()) check_numel(dw, D, "rmsnorm_backward: dw");
-  ZAYA_OP_DISPATCH(rmsnorm_backward, (dx, dw, dy, x, w, rstd), dx, dw, dy, x, w, rstd,
-                   accumulate_dx);
+  ZAYA_OP_DISPATCH(rmsnorm_backward, dx, dw, dy, x, w, rstd, accumulate_dx);
 }
 
 namespace {
@@ -169,7 +170,7 @@ void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, 
                             const Tensor& bo, const Tensor& ar, const Tensor& br) {
   check_merge("residual_merge_forward", h, o, hp, ao, bo, ar, br);
   ZAYA_ASSERT(h.defined(), "residual_merge_forward: h is required");
-  ZAYA_OP_DISPATCH(residual_merge_forward, (h, o, hp, ao, bo, ar, br), h, o, hp, ao, bo, ar, br);
+  ZAYA_OP_DISPATCH(residual_merge_forward, h, o, hp, ao, bo, ar, br);
 }
 
 void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
@@ -180,9 +181,8 @@ void residual_merge_backward(const Tensor& do_, const Tensor& dhp, const Tensor&
   const RowsOf s = check_merge(op, dh, o, hp, ao, bo, ar, br);
   ZAYA_ASSERT(dh.defined(), "{}: dh is required", op);
   check_merge_grads(op, s, o, do_, dhp, {&dao, &dbo, &dar, &dbr});
-  ZAYA_OP_DISPATCH(residual_merge_backward,
-                   (do_, dhp, dao, dbo, dar, dbr, dh, o, hp, ao, bo, ar, br), do_, dhp, dao, dbo,
-                   dar, dbr, dh, o, hp, ao, bo, ar, br);
+  ZAYA_OP_DISPATCH(residual_merge_backward, do_, dhp, dao, dbo, dar, dbr, dh, o, hp, ao, bo, ar,
+                   br);
 }
 
 void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd, const Tensor& o,
@@ -196,8 +196,7 @@ void merge_rmsnorm_forward(const Tensor& h, const Tensor& x, const Tensor& rstd,
   check_numel(x, N * D, op);
   check_numel(rstd, N, op);
   check_numel(w, D, op);
-  ZAYA_OP_DISPATCH(merge_rmsnorm_forward, (h, x, rstd, o, hp, ao, bo, ar, br, w), h, x, rstd, o, hp,
-                   ao, bo, ar, br, w, eps);
+  ZAYA_OP_DISPATCH(merge_rmsnorm_forward, h, x, rstd, o, hp, ao, bo, ar, br, w, eps);
 }
 
 void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& dao,
@@ -216,9 +215,8 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
   check_numel(w, s.D, op);
   check_numel(rstd, s.N, op);
   check_merge_grads(op, s, o, do_, dhp, {&dao, &dbo, &dar, &dbr, &dw});
-  ZAYA_OP_DISPATCH(merge_rmsnorm_backward,
-                   (do_, dhp, dao, dbo, dar, dbr, dw, dh, dx, h, o, hp, ao, bo, ar, br, w, rstd),
-                   do_, dhp, dao, dbo, dar, dbr, dw, dh, dx, h, o, hp, ao, bo, ar, br, w, rstd);
+  ZAYA_OP_DISPATCH(merge_rmsnorm_backward, do_, dhp, dao, dbo, dar, dbr, dw, dh, dx, h, o, hp, ao,
+                   bo, ar, br, w, rstd);
 }
 
 // ---------------------------------------------------------------- CCA pieces
@@ -247,7 +245,7 @@ void cca_conv_forward(const Tensor& z, const Tensor& y, const Tensor& u, const T
   const auto [BT, C] = check_conv("cca_conv_forward", u, y, w0, b0, w1);
   need(z, BT * C, "cca_conv z [B,T,C]");
   need(b1, C, "cca_conv b1 [C]");
-  ZAYA_OP_DISPATCH(cca_conv_forward, (z, y, u, w0, b0, w1, b1), z, y, u, w0, b0, w1, b1);
+  ZAYA_OP_DISPATCH(cca_conv_forward, z, y, u, w0, b0, w1, b1);
 }
 
 void cca_conv_backward(const Tensor& du, const Tensor& dw0, const Tensor& db0, const Tensor& dw1,
@@ -260,8 +258,7 @@ void cca_conv_backward(const Tensor& du, const Tensor& dw0, const Tensor& db0, c
   need(dw0, 2 * C, "cca_conv dw0 [C,1,2]");
   need(dw1, w1.numel(), "cca_conv dw1 [C,d,2]");
   need(db1, C, "cca_conv db1 [C]");
-  ZAYA_OP_DISPATCH(cca_conv_backward, (du, dw0, db0, dw1, db1, dz, u, y, w0, w1), du, dw0, db0, dw1,
-                   db1, dz, u, y, w0, w1);
+  ZAYA_OP_DISPATCH(cca_conv_backward, du, dw0, db0, dw1, db1, dz, u, y, w0, w1);
 }
 
 namespace {
@@ -303,29 +300,29 @@ void check_norm(const char* op, const Tensor& x, const Tensor& y, const Tensor& 
 
 void qk_mean_forward(const Tensor& Q, const Tensor& K, const Tensor& z, const Tensor& u) {
   check_qk("qk_mean_forward", Q, K, z, u);
-  ZAYA_OP_DISPATCH(qk_mean_forward, (Q, K, z, u), Q, K, z, u);
+  ZAYA_OP_DISPATCH(qk_mean_forward, Q, K, z, u);
 }
 
 void qk_mean_backward(const Tensor& dz, const Tensor& du, const Tensor& dQ, const Tensor& dK) {
   check_qk("qk_mean_backward", dQ, dK, dz, du);
-  ZAYA_OP_DISPATCH(qk_mean_backward, (dz, du, dQ, dK), dz, du, dQ, dK);
+  ZAYA_OP_DISPATCH(qk_mean_backward, dz, du, dQ, dK);
 }
 
 void value_shift_forward(const Tensor& v, const Tensor& p) {
   check_shift("value_shift_forward", v, p);
-  ZAYA_OP_DISPATCH(value_shift_forward, (v, p), v, p);
+  ZAYA_OP_DISPATCH(value_shift_forward, v, p);
 }
 
 void value_shift_backward(const Tensor& dp, const Tensor& dv) {
   check_shift("value_shift_backward", dp, dv);
-  ZAYA_OP_DISPATCH(value_shift_backward, (dp, dv), dp, dv);
+  ZAYA_OP_DISPATCH(value_shift_backward, dp, dv);
 }
 
 void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
                           float floor) {
   check_float(x, y, norm, temp);
   check_norm("l2norm_scale_forward", x, y, norm, temp);
-  ZAYA_OP_DISPATCH(l2norm_scale_forward, (y, norm, x, temp), y, norm, x, temp, floor);
+  ZAYA_OP_DISPATCH(l2norm_scale_forward, y, norm, x, temp, floor);
 }
 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
@@ -336,8 +333,7 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
   // dtemp may be left undefined (not needed); it must not be given without temp.
   ZAYA_ASSERT(!dtemp.defined() || temp.defined(), "l2norm_scale_backward: dtemp without temp");
   if (dtemp.defined()) check_numel(dtemp, x.size(2), "l2norm_scale dtemp [H]");
-  ZAYA_OP_DISPATCH(l2norm_scale_backward, (dx, dtemp, dy, x, norm, temp), dx, dtemp, dy, x, norm,
-                   temp, floor);
+  ZAYA_OP_DISPATCH(l2norm_scale_backward, dx, dtemp, dy, x, norm, temp, floor);
 }
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
@@ -350,7 +346,7 @@ void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double thet
                   sin.size(0) == cos.size(0) && sin.size(1) == r / 2,
               "rope_tables: cos {} sin {} for r = {} (need [T, r/2])", cos.shape_str(),
               sin.shape_str(), r);
-  ZAYA_OP_DISPATCH(rope_tables, (cos, sin), cos, sin, pos0, theta, r);
+  ZAYA_OP_DISPATCH(rope_tables, cos, sin, pos0, theta, r);
 }
 
 namespace {
@@ -373,12 +369,12 @@ void check_rope(const char* op, const Tensor& x, const Tensor& cos, const Tensor
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   check_rope("rope_forward", x, cos, sin);
-  ZAYA_OP_DISPATCH(rope_forward, (x, cos, sin), x, cos, sin);
+  ZAYA_OP_DISPATCH(rope_forward, x, cos, sin);
 }
 
 void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin) {
   check_rope("rope_backward", dx, cos, sin);
-  ZAYA_OP_DISPATCH(rope_backward, (dx, cos, sin), dx, cos, sin);
+  ZAYA_OP_DISPATCH(rope_backward, dx, cos, sin);
 }
 
 // ---------------------------------------------------------------- attention
@@ -406,7 +402,7 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
   check_numel(o, q.numel(), "attention_forward: o");
   check_numel(lse, rows, "attention_forward: lse");
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_forward, (o, lse, q, k, v), o, lse, q, k, v);
+  ZAYA_OP_DISPATCH(attention_forward, o, lse, q, k, v);
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
@@ -421,8 +417,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   check_numel(dv, v.numel(), "attention_backward: dv");
   check_numel(lse, rows, "attention_backward: lse");
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_backward, (dq, dk, dv, do_, q, k, v, o, lse), dq, dk, dv, do_, q, k, v,
-                   o, lse);
+  ZAYA_OP_DISPATCH(attention_backward, dq, dk, dv, do_, q, k, v, o, lse);
 }
 
 // ---------------------------------------------------------------- router pieces
@@ -431,7 +426,7 @@ void gelu_forward(const Tensor& y, const Tensor& x) {
   check_float(x, y);
   ZAYA_ASSERT(y.defined(), "gelu_forward: y is required");
   check_numel(y, x.numel(), "gelu_forward: y");
-  ZAYA_OP_DISPATCH(gelu_forward, (y, x), y, x);
+  ZAYA_OP_DISPATCH(gelu_forward, y, x);
 }
 
 void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x) {
@@ -439,7 +434,7 @@ void gelu_backward(const Tensor& dx, const Tensor& dy, const Tensor& x) {
   ZAYA_ASSERT(dx.defined() && dy.defined(), "gelu_backward: dx and dy are required");
   check_numel(dx, x.numel(), "gelu_backward: dx");
   check_numel(dy, x.numel(), "gelu_backward: dy");
-  ZAYA_OP_DISPATCH(gelu_backward, (dx, dy, x), dx, dy, x);
+  ZAYA_OP_DISPATCH(gelu_backward, dx, dy, x);
 }
 
 void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
@@ -449,7 +444,7 @@ void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
   check_float(r, gamma, rprev);
   check_numel(gamma, R, "eda_forward: gamma");
   check_numel(rprev, N * R, "eda_forward: rprev");
-  ZAYA_OP_DISPATCH(eda_forward, (r, gamma, rprev), r, gamma, rprev);
+  ZAYA_OP_DISPATCH(eda_forward, r, gamma, rprev);
 }
 
 void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
@@ -462,8 +457,7 @@ void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, 
   check_numel(gamma, R, "eda_backward: gamma");
   if (drprev.defined()) check_numel(drprev, N * R, "eda_backward: drprev");
   if (dgamma.defined()) check_numel(dgamma, R, "eda_backward: dgamma");
-  ZAYA_OP_DISPATCH(eda_backward, (drprev, dgamma, dr, rprev, gamma), drprev, dgamma, dr, rprev,
-                   gamma);
+  ZAYA_OP_DISPATCH(eda_backward, drprev, dgamma, dr, rprev, gamma);
 }
 
 void router_select_forward(const Tensor& probs, const Tensor& choice, const Tensor& weight,
@@ -477,8 +471,7 @@ void router_select_forward(const Tensor& probs, const Tensor& choice, const Tens
   check_numel(weight, N, "router_select_forward: weight");
   check_numel(biases, K, "router_select_forward: biases");
   check_i32(choice, N, "router_select_forward: choice");
-  ZAYA_OP_DISPATCH(router_select_forward, (probs, choice, weight, logits, biases), probs, choice,
-                   weight, logits, biases);
+  ZAYA_OP_DISPATCH(router_select_forward, probs, choice, weight, logits, biases);
 }
 
 void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const Tensor& probs,
@@ -488,8 +481,7 @@ void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const 
   check_numel(dlogits, N * K, "router_select_backward: dlogits");
   check_numel(dweight, N, "router_select_backward: dweight");
   check_i32(choice, N, "router_select_backward: choice");
-  ZAYA_OP_DISPATCH(router_select_backward, (dlogits, dweight, probs, choice), dlogits, dweight,
-                   probs, choice);
+  ZAYA_OP_DISPATCH(router_select_backward, dlogits, dweight, probs, choice);
 }
 
 // ---------------------------------------------------------------- MoE dispatch
@@ -537,8 +529,8 @@ void moe_forward(const Tensor& out, const Tensor& f, const Tensor& gu, const Ten
   check_numel(gu, NF, "moe_forward: gu");
   check_numel(act, NF / 2, "moe_forward: act");
   check_grouping("moe_forward", order, offsets, choice, w1);
-  ZAYA_OP_DISPATCH(moe_forward, (out, f, gu, act, x, choice, weight, w1, w2, order), out, f, gu,
-                   act, x, choice, weight, w1, w2, order, offsets);
+  ZAYA_OP_DISPATCH(moe_forward, out, f, gu, act, x, choice, weight, w1, w2, order,
+                   detail::host(offsets));
 }
 
 void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const Tensor& dweight,
@@ -560,9 +552,8 @@ void moe_backward(const Tensor& dx, const Tensor& dw1, const Tensor& dw2, const 
   check_numel(gu, NF, "moe_backward: gu");
   check_numel(act, NF / 2, "moe_backward: act");
   check_grouping("moe_backward", order, offsets, choice, w1);
-  ZAYA_OP_DISPATCH(moe_backward,
-                   (dx, dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act, order), dx,
-                   dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act, order, offsets);
+  ZAYA_OP_DISPATCH(moe_backward, dx, dw1, dw2, dweight, dout, x, choice, weight, w1, w2, f, gu, act,
+                   order, detail::host(offsets));
 }
 
 // ---------------------------------------------------------------- cross-entropy
@@ -577,7 +568,7 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
   check_numel(loss, N, "xent_forward: loss");
   check_numel(lse, N, "xent_forward: lse");
   check_i32(target, N, "xent_forward: target");
-  ZAYA_OP_DISPATCH(xent_forward, (loss, lse, logits, target), loss, lse, logits, target);
+  ZAYA_OP_DISPATCH(xent_forward, loss, lse, logits, target);
 }
 
 void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
@@ -589,8 +580,7 @@ void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& ls
   check_numel(dlogits, N * V, "xent_backward: dlogits");
   check_numel(lse, N, "xent_backward: lse");
   check_i32(target, N, "xent_backward: target");
-  ZAYA_OP_DISPATCH(xent_backward, (dlogits, logits, lse, target), dlogits, logits, lse, target,
-                   scale);
+  ZAYA_OP_DISPATCH(xent_backward, dlogits, logits, lse, target, scale);
 }
 
 namespace {
@@ -617,7 +607,7 @@ void lm_head_xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& x
   ZAYA_ASSERT(loss.defined(), "lm_head_xent_forward: loss is required");
   check_float(x, loss);
   check_numel(loss, N, "lm_head_xent_forward: loss");
-  ZAYA_OP_DISPATCH(lm_head_xent_forward, (loss, lse, x, w, target), loss, lse, x, w, target);
+  ZAYA_OP_DISPATCH(lm_head_xent_forward, loss, lse, x, w, target);
 }
 
 void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, const Tensor& w,
@@ -626,8 +616,7 @@ void lm_head_xent_backward(const Tensor& dx, const Tensor& dw, const Tensor& x, 
   check_float(x, dx, dw);
   if (dx.defined()) check_numel(dx, N * D, "lm_head_xent_backward: dx");
   if (dw.defined()) check_numel(dw, w.numel(), "lm_head_xent_backward: dw");
-  ZAYA_OP_DISPATCH(lm_head_xent_backward, (dx, dw, x, w, lse, target), dx, dw, x, w, lse, target,
-                   scale);
+  ZAYA_OP_DISPATCH(lm_head_xent_backward, dx, dw, x, w, lse, target, scale);
 }
 
 void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const Tensor& dx,
@@ -640,8 +629,7 @@ void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const 
   check_numel(loss, N, "lm_head_xent_forward_backward: loss");
   check_numel(dx, N * D, "lm_head_xent_forward_backward: dx");
   check_numel(dw, w.numel(), "lm_head_xent_forward_backward: dw");
-  ZAYA_OP_DISPATCH(lm_head_xent_forward_backward, (loss, lse, dx, dw, x, w, target), loss, lse, dx,
-                   dw, x, w, target, scale);
+  ZAYA_OP_DISPATCH(lm_head_xent_forward_backward, loss, lse, dx, dw, x, w, target, scale);
 }
 
 // ---------------------------------------------------------------- decoding
@@ -669,8 +657,7 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
   check_numel(b0, C, "cca_conv_step_forward: b0 [C]");
   check_numel(b1, C, "cca_conv_step_forward: b1 [C]");
   if (L == 0) return;
-  ZAYA_OP_DISPATCH(cca_conv_step_forward, (z, state, u, w0, b0, w1, b1), z, state, u, w0, b0, w1,
-                   b1);
+  ZAYA_OP_DISPATCH(cca_conv_step_forward, z, state, u, w0, b0, w1, b1);
 }
 
 void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -691,7 +678,7 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
                 k.shape_str());
   check_numel(o, q.numel(), "attention_cached_forward: o");
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_cached_forward, (o, q, k, v), o, q, k, v);
+  ZAYA_OP_DISPATCH(attention_cached_forward, o, q, k, v);
 }
 
 // ---------------------------------------------------------------- optimizer math
@@ -705,7 +692,7 @@ void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric
   ZAYA_ASSERT(same, "newton_schulz: out {} for g {}", out.shape_str(), g.shape_str());
   ZAYA_ASSERT(steps >= 0, "newton_schulz: steps {}", steps);
   if (g.numel() == 0) return;
-  ZAYA_OP_DISPATCH(newton_schulz, (out, g), out, g, steps, symmetric, bf16);
+  ZAYA_OP_DISPATCH(newton_schulz, out, g, steps, symmetric, bf16);
 }
 
 }  // namespace zaya::ops

@@ -1,7 +1,7 @@
 // The dispatch seam for the ops added with it (ops.h "memory", "reductions", "optimizer
 // updates"): each validates its arguments (shapes, dtypes, ranges of metadata), then dispatches
-// (ops/dispatch.h). Their kernels trust the arguments and check only what needs the data (index
-// values, on the CPU).
+// (ops/dispatch.h, which checks a GPU call against ops/gpu/support.h). Their kernels trust the
+// arguments and check only what needs the data (index values, on the CPU).
 #include "ops/check.h"
 #include "ops/dispatch.h"
 #include "ops/ops.h"
@@ -35,13 +35,13 @@ void fill(const Tensor& t, double value) {
   ZAYA_ASSERT(t.dtype == DType::F32 || t.dtype == DType::F64 || t.dtype == DType::I32,
               "fill: needs F32, F64 or I32, got {}", dtype_name(t.dtype));
   if (t.numel() == 0) return;
-  ZAYA_OP_DISPATCH(fill, (t), t, value);
+  ZAYA_OP_DISPATCH(fill, t, value);
 }
 
 void fill_zero(const Tensor& t) {
   ZAYA_ASSERT(t.defined() || t.numel() == 0, "fill_zero: tensor {} has no memory", t.shape_str());
   if (t.numel() == 0) return;
-  ZAYA_OP_DISPATCH(fill_zero, (t), t);
+  ZAYA_OP_DISPATCH(fill_zero, t);
 }
 
 void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
@@ -49,13 +49,13 @@ void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
   check_f32("zero_where_class: v", v, n);
   ZAYA_ASSERT(choice.dtype == DType::I32, "zero_where_class: choice must be I32, got {}",
               dtype_name(choice.dtype));
-  ZAYA_OP_DISPATCH(zero_where_class, (v, choice), v, choice, k);
+  ZAYA_OP_DISPATCH(zero_where_class, v, choice, k);
 }
 
 void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream, double a) {
   ZAYA_ASSERT(t.dtype == DType::F32 || t.dtype == DType::BF16, "fill_uniform: F32 or BF16, got {}",
               dtype_name(t.dtype));
-  ZAYA_OP_DISPATCH(fill_uniform, (t), t, seed, stream, a);
+  ZAYA_OP_DISPATCH(fill_uniform, t, seed, stream, a);
 }
 
 void convert(const Tensor& dst, const Tensor& src) {
@@ -64,18 +64,18 @@ void convert(const Tensor& dst, const Tensor& src) {
                   (dst.dtype == DType::F32 && src.dtype == DType::BF16);
   ZAYA_ASSERT(ok, "convert: {} → {} is not supported", dtype_name(src.dtype),
               dtype_name(dst.dtype));
-  ZAYA_OP_DISPATCH(convert, (dst, src), dst, src);
+  ZAYA_OP_DISPATCH(convert, dst, src);
 }
 
 void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream, double std) {
   check_f32("fill_normal", t, t.numel());
-  ZAYA_OP_DISPATCH(fill_normal, (t), t, seed, stream, std);
+  ZAYA_OP_DISPATCH(fill_normal, t, seed, stream, std);
 }
 
 void copy(const Tensor& dst, const Tensor& src) {
   check_same("copy", dst, src);
   if (src.numel() == 0) return;
-  ZAYA_OP_DISPATCH(copy, (dst, src), dst, src);
+  ZAYA_OP_DISPATCH(copy, dst, src);
 }
 
 void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySegment> segments) {
@@ -87,7 +87,7 @@ void copy_segments(const Tensor& dst, const Tensor& src, std::span<const CopySeg
                 "copy_segments: [{}, +{}) → [{}, +{}) outside {} → {} elements", s.src, s.length,
                 s.dst, s.length, src.numel(), dst.numel());
   if (segments.empty()) return;
-  ZAYA_OP_DISPATCH(copy_segments, (dst, src), dst, src, segments);
+  ZAYA_OP_DISPATCH(copy_segments, dst, src, segments);
 }
 
 void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
@@ -97,7 +97,7 @@ void gather_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
               "gather_rows: rows of {} {} from {} {}", dtype_name(dst.dtype), dst.shape_str(),
               dtype_name(src.dtype), src.shape_str());
   if (dst.numel() == 0) return;
-  ZAYA_OP_DISPATCH(gather_rows, (dst, src, row_ids), dst, src, row_ids);
+  ZAYA_OP_DISPATCH(gather_rows, dst, src, row_ids);
 }
 
 void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
@@ -112,7 +112,7 @@ void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
     check_numel(weight, dst.shape[0], "scatter_rows: weight");
   }
   if (src.numel() == 0) return;
-  ZAYA_OP_DISPATCH(scatter_rows, (dst, row_ids, src, weight), dst, row_ids, src, weight);
+  ZAYA_OP_DISPATCH(scatter_rows, dst, row_ids, src, weight);
 }
 
 void concat_cols(const Tensor& dst, const Tensor& a, const Tensor& b) {
@@ -122,7 +122,7 @@ void concat_cols(const Tensor& dst, const Tensor& a, const Tensor& b) {
                   a.dtype == dst.dtype && b.dtype == dst.dtype,
               "concat_cols: {} ‖ {} into {}", a.shape_str(), b.shape_str(), dst.shape_str());
   if (dst.numel() == 0) return;
-  ZAYA_OP_DISPATCH(concat_cols, (dst, a, b), dst, a, b);
+  ZAYA_OP_DISPATCH(concat_cols, dst, a, b);
 }
 
 void shift_targets(const Tensor& targets, const Tensor& ids, int64_t B, int64_t T) {
@@ -130,32 +130,32 @@ void shift_targets(const Tensor& targets, const Tensor& ids, int64_t B, int64_t 
   check_i32(targets, B * T, "shift_targets: targets");
   ZAYA_ASSERT(targets.data != ids.data, "shift_targets: targets must not alias ids");
   if (B * T == 0) return;
-  ZAYA_OP_DISPATCH(shift_targets, (targets, ids), targets, ids, B, T);
+  ZAYA_OP_DISPATCH(shift_targets, targets, ids, B, T);
 }
 
 double sum(const Tensor& t) {
   check_float(t);
   if (t.numel() == 0) return 0.0;
-  ZAYA_OP_DISPATCH(sum, (t), t);
+  ZAYA_OP_DISPATCH(sum, t);
 }
 
 void sum_to(const Tensor& out, const Tensor& t) {
   check_float(t);
   ZAYA_ASSERT(out.dtype == DType::F64 && out.numel() == 1, "sum_to: out F64 [1], got {} {}",
               dtype_name(out.dtype), out.shape_str());
-  ZAYA_OP_DISPATCH(sum_to, (out, t), out, t);
+  ZAYA_OP_DISPATCH(sum_to, out, t);
 }
 
 double sum_squares(const Tensor& t) {
   check_float(t);
   if (t.numel() == 0) return 0.0;
-  ZAYA_OP_DISPATCH(sum_squares, (t), t);
+  ZAYA_OP_DISPATCH(sum_squares, t);
 }
 
 int64_t count_scored(const Tensor& target) {
   check_i32(target, target.numel(), "count_scored: target");
   if (target.numel() == 0) return 0;
-  ZAYA_OP_DISPATCH(count_scored, (target), target);
+  ZAYA_OP_DISPATCH(count_scored, target);
 }
 
 void count_classes(const Tensor& counts, const Tensor& choice, int64_t K) {
@@ -164,13 +164,13 @@ void count_classes(const Tensor& counts, const Tensor& choice, int64_t K) {
   check_numel(counts, K, "count_classes: counts");
   check_i32(choice, choice.numel(), "count_classes: choice");
   if (choice.numel() == 0) return;
-  ZAYA_OP_DISPATCH(count_classes, (counts, choice), counts, choice, K);
+  ZAYA_OP_DISPATCH(count_classes, counts, choice, K);
 }
 
 void scale(const Tensor& t, double s) {
   check_float(t);
   if (t.numel() == 0) return;
-  ZAYA_OP_DISPATCH(scale, (t), t, s);
+  ZAYA_OP_DISPATCH(scale, t, s);
 }
 
 void silu_mul(const Tensor& act, const Tensor& gu) {
@@ -180,7 +180,7 @@ void silu_mul(const Tensor& act, const Tensor& gu) {
   ZAYA_ASSERT(rows_of("silu_mul: gu", gu) == 2 * H, "silu_mul: gu {} for act {}", gu.shape_str(),
               act.shape_str());
   if (act.numel() == 0) return;
-  ZAYA_OP_DISPATCH(silu_mul, (act, gu), act, gu);
+  ZAYA_OP_DISPATCH(silu_mul, act, gu);
 }
 
 void adamw_update(const Tensor& w, const Tensor& g, const Tensor& m, const Tensor& v,
@@ -192,7 +192,7 @@ void adamw_update(const Tensor& w, const Tensor& g, const Tensor& m, const Tenso
   check_f32("adamw_update: m", m, n);
   check_f32("adamw_update: v", v, n);
   if (n == 0) return;
-  ZAYA_OP_DISPATCH(adamw_update, (w, g, m, v), w, g, m, v, p);
+  ZAYA_OP_DISPATCH(adamw_update, w, g, m, v, p);
 }
 
 void balance_update(const Tensor& bias, const Tensor& m, const Tensor& v, const Tensor& counts,
@@ -206,7 +206,7 @@ void balance_update(const Tensor& bias, const Tensor& m, const Tensor& v, const 
   ZAYA_ASSERT(counts.dtype == DType::F64 && counts.numel() >= n,
               "balance_update: counts must be F64 with ≥ {} classes, got {} {}", n,
               dtype_name(counts.dtype), counts.shape_str());
-  ZAYA_OP_DISPATCH(balance_update, (bias, m, v, counts), bias, m, v, counts, p);
+  ZAYA_OP_DISPATCH(balance_update, bias, m, v, counts, p);
 }
 
 void muon_momentum(const Tensor& buf, const Tensor& scratch, const Tensor& g, double momentum,
@@ -216,7 +216,7 @@ void muon_momentum(const Tensor& buf, const Tensor& scratch, const Tensor& g, do
   check_f32("muon_momentum: scratch", scratch, n);
   check_f32("muon_momentum: g", g, n);
   if (n == 0) return;
-  ZAYA_OP_DISPATCH(muon_momentum, (buf, scratch, g), buf, scratch, g, momentum, nesterov);
+  ZAYA_OP_DISPATCH(muon_momentum, buf, scratch, g, momentum, nesterov);
 }
 
 void muon_apply(const Tensor& w, const Tensor& u, double lr, double decay, double scale) {
@@ -224,7 +224,7 @@ void muon_apply(const Tensor& w, const Tensor& u, double lr, double decay, doubl
   check_f32("muon_apply: w", w, n);
   check_f32("muon_apply: u", u, n);
   if (n == 0) return;
-  ZAYA_OP_DISPATCH(muon_apply, (w, u), w, u, lr, decay, scale);
+  ZAYA_OP_DISPATCH(muon_apply, w, u, lr, decay, scale);
 }
 
 }  // namespace zaya::ops

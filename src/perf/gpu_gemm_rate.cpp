@@ -1,4 +1,4 @@
-// GpuGemmProbe (gpu_gemm_rate.h). In a build without a GPU backend gemm() is gpu_gemm_none.cpp's
+// GpuGemmProbe (gpu_gemm_rate.h). In a build without a GPU backend gemm() is ops/gpu/no_gpu.cpp's
 // stand-in, never reached: the constructor first fails with gpu::describe()'s reason.
 #include "perf/gpu_gemm_rate.h"
 

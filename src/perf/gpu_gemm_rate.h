@@ -1,7 +1,7 @@
 // The GPU's own GEMM rate, the MFU denominator of `zaya bench step --device gpu`: a square n³
 // product C = A·Bᵀ through ops/gpu/gemm.h's gemm() (both operands BF16 or both F32, f32
 // accumulation and output), with the engine gemm() picks for it (cuBLASLt, or our tiled kernel
-// where cuBLASLt is absent or declines: the emulator, the HIP build, ZAYA_GPU_GEMM=tiled).
+// where cuBLASLt is absent or declines: the HIP build, ZAYA_GPU_GEMM=tiled).
 //
 // GpuGemmProbe keeps its device matrices (random values, never zeros), so passes can be
 // interleaved with the training steps they are the yardstick for, as SgemmProbe is on the CPU.

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli/bench_step_util.h"
-#include "cli_util.h"  // (scripts/gpu_emu/run.sh: this test runs the zaya binary)
+#include "cli_util.h"
 #include "gpu_test_util.h"
 #include "io/zaya_config.h"
 #include "model/inspect.h"

@@ -485,10 +485,10 @@ bool vec_ok(int64_t d, int DP, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-// Calls f(std::integral_constant<int, DP>{}) with the padded head size DP ≥ d (16 … 256).
+// Calls f(std::integral_constant<int, DP>{}) with the padded head size DP ≥ d (16 … 256; d ≤
+// kFlashMaxHead, ops/gpu/support.h).
 template <class F>
 void with_padded_head(int64_t d, F&& f) {
-  ZAYA_ASSERT(d >= 1 && d <= 256, "attention on the GPU: the head size must be 1 … 256");
   if (d <= 16) return f(std::integral_constant<int, 16>{});
   if (d <= 32) return f(std::integral_constant<int, 32>{});
   if (d <= 64) return f(std::integral_constant<int, 64>{});
@@ -500,31 +500,22 @@ struct Dims {
   int64_t B, T, Hq, Hk, d;
 };
 
-// The shapes of q, k, v (asserted: a wrong one would make the kernels read out of bounds).
-Dims attention_dims(const Tensor& q, const Tensor& k, const Tensor& v) {
-  ZAYA_ASSERT(q.ndim == 4 && k.ndim == 4 && v.ndim == 4,
-              "attention on the GPU: q, k, v must be [B,T,H,d]");
-  const Dims s{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
-  ZAYA_ASSERT(k.size(0) == s.B && k.size(1) == s.T && k.size(3) == s.d && s.Hk > 0 &&
-                  s.Hq % s.Hk == 0 && v.numel() == k.numel(),
-              "attention on the GPU: q [B,T,Hq,d], k and v [B,T,Hk,d] with Hk | Hq");
-  ZAYA_ASSERT(s.T <= kMaxT && s.B * s.Hq < (int64_t(1) << 31),
-              "attention on the GPU: T ≤ 16·65535 (tiles on the grid's y) and B·Hq < 2^31");
-  return s;
+// The shapes of q [B,T,Hq,d] and k [B,T,Hk,d].
+Dims attention_dims(const Tensor& q, const Tensor& k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
-bool all_f32(std::initializer_list<const Tensor*> ts) {
-  for (const Tensor* t : ts)
-    if (t->dtype != DType::F32) return false;
-  return true;
+// The launch grids: query or key tiles on the grid's y (at most 65535), B·Hq (B·Hk) on its x.
+void check_grid(int64_t T, int64_t B, int64_t H) {
+  ZAYA_ASSERT(T <= kMaxT && B * H < (int64_t(1) << 31),
+              "flash attention: T ≤ 16·65535 and B·H < 2^31 (the launch grid)");
 }
 
 }  // namespace
 
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                              int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d) {
-  ZAYA_ASSERT(Tq <= Tk && Tk <= kMaxT && B * Hq < (int64_t(1) << 31),
-              "flash_attention_forward: Tq ≤ Tk ≤ 16·65535, B·Hq < 2^31");
+  check_grid(Tk, B, Hq);
   with_padded_head(d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
     constexpr int BQ = ForwardTiles<DP>::BQ, BK = ForwardTiles<DP>::BK;
@@ -546,11 +537,8 @@ using namespace zaya::gpu;
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v) {
-  ZAYA_ASSERT(all_f32({&o, &lse, &q, &k, &v}), "attention_forward: the GPU computes in F32");
-  const Dims s = attention_dims(q, k, v);
-  ZAYA_ASSERT(o.numel() == q.numel() && lse.numel() == s.B * s.Hq * s.T,
-              "attention_forward: o, lse sizes");
-  if (q.numel() == 0) return;
+  const Dims s = attention_dims(q, k);
+  check_grid(s.T, s.B, s.Hq);
   if (gpu_attention_path() == GpuAttentionPath::Gemm)
     return gemm_attention_forward(o.ptr<float>(), lse.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
                                   v.ptr<float>(), s.B, s.T, s.Hq, s.Hk, s.d);
@@ -561,14 +549,8 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse) {
-  ZAYA_ASSERT(all_f32({&dq, &dk, &dv, &do_, &q, &k, &v, &o, &lse}),
-              "attention_backward: the GPU computes in F32");
-  const Dims s = attention_dims(q, k, v);
-  ZAYA_ASSERT(o.numel() == q.numel() && do_.numel() == q.numel() && dq.numel() == q.numel() &&
-                  dk.numel() == k.numel() && dv.numel() == k.numel() &&
-                  lse.numel() == s.B * s.Hq * s.T,
-              "attention_backward: o, do, dq, dk, dv, lse sizes");
-  if (q.numel() == 0) return;
+  const Dims s = attention_dims(q, k);
+  check_grid(s.T, s.B, s.Hq);
   const int64_t rows = s.B * s.T * s.Hq;
   Scratch delta(size_t(rows) * sizeof(float));
   row_dot_kernel<<<blocks_for(rows, kBlock / 32), kBlock, 0, stream()>>>(

@@ -7,11 +7,26 @@
 namespace zaya::gpu {
 
 // Causal GQA flash attention on stream(): q[B,Tq,Hq,d], k,v[B,Tk,Hk,d] (Tk ≥ Tq, Hk | Hq,
-// 1 ≤ d ≤ 256); query row t sits at position t + Tk − Tq and sees keys 0 … that position; query
-// head h reads kv head h/(Hq/Hk). Scores (q/√d)·k, online softmax in f32. o[B,Tq,Hq,d];
+// 1 ≤ d ≤ kFlashMaxHead); query row t sits at position t + Tk − Tq and sees keys 0 … that position;
+// query head h reads kv head h/(Hq/Hk). Scores (q/√d)·k, online softmax in f32. o[B,Tq,Hq,d];
 // lse[B,Hq,Tq] = log-sum-exp of each score row (null: not written).
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                              int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d);
+
+// The largest head size of the flash kernels: their tiles are padded to 16, 32, 64, 128 or 256,
+// and AMD's 64 KiB of shared memory per block holds them up to 128 (attention.cu's tile sizes).
+#if defined(ZAYA_GPU_HIP)
+inline constexpr int64_t kFlashMaxHead = 128;
+#else
+inline constexpr int64_t kFlashMaxHead = 256;
+#endif
+
+// attention_cached.cu: up to kDecodeMaxL new queries take the decode path (keys in chunks of
+// kDecodeChunk, the G = Hq/Hk query heads of a kv head in one block, whose G·(d + kDecodeChunk)
+// floats of shared memory must fit kDecodeMaxSmem bytes); more take the flash forward.
+inline constexpr int kDecodeChunk = 256;
+inline constexpr int kDecodeMaxL = 64;
+inline constexpr int64_t kDecodeMaxSmem = 48 * 1024;
 
 // The training attention's implementation (ops::attention_forward / attention_backward on the
 // GPU): ZAYA_GPU_ATTENTION unset, empty or "flash": the flash kernels above (the default);

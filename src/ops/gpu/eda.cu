@@ -55,7 +55,6 @@ __global__ void __launch_bounds__(kMaxThreads)
 }  // namespace
 
 void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
-  ZAYA_ASSERT(r.dtype == DType::F32, "eda_forward: the GPU computes in F32");
   const int64_t R = r.size(-1), N = R ? r.numel() / R : 0;
   if (N == 0) return;
   float* r_NR = r.ptr<float>();
@@ -70,7 +69,6 @@ void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev) {
 
 void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
                   const Tensor& gamma) {
-  ZAYA_ASSERT(dr.dtype == DType::F32, "eda_backward: the GPU computes in F32");
   const int64_t R = dr.size(-1), N = R ? dr.numel() / R : 0;
   if (N == 0 || (!drprev.defined() && !dgamma.defined())) return;
   float* drp = ptr_or_null<float>(drprev);

@@ -9,11 +9,9 @@
 // heuristic's algorithm, all made on first use and kept for the process (counted and timed:
 // gpu::gemm_plan_stats). Also gemm_blaslt.h (the
 // tuning table's side: heuristic lists, cublasLtMatmulAlgoCheck, runs with a given algorithm;
-// UNVERIFIED: compiled, never run on a GPU here). The HIP build has no cuBLASLt here (hipBLASLt is
-// not in Debian's ROCm): gemm_blaslt declines every call (gemm_blaslt_absent.cpp: the rest).
+// UNVERIFIED: compiled, never run on a GPU here). Compiled only where cuBLASLt is (the CUDA
+// build); every other build links no_blaslt.cpp, which declines every call.
 #include "ops/gpu/gemm.h"
-
-#if defined(ZAYA_GPU_CUDA)
 
 #include <cublasLt.h>
 
@@ -333,15 +331,3 @@ bool gemm_blaslt(const Gemm& g) {
 }
 
 }  // namespace zaya::gpu
-
-#else  // HIP: no cuBLASLt
-
-namespace zaya::gpu {
-
-bool gemm_blaslt(const Gemm&) {
-  return false;
-}
-
-}  // namespace zaya::gpu
-
-#endif

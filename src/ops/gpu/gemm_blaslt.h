@@ -1,8 +1,8 @@
 // cuBLASLt beyond gemm_blaslt() (gemm.h), for the GEMM tuning table (gemm_table_runtime.h): the
 // heuristic's list of algorithms for a GEMM, the library's check of one algorithm, and a run with
 // a given one. An algorithm is the 8 words of a cublasLtMatmulAlgo_t. Host code. In the CUDA
-// build gemm_blaslt.cpp implements them; builds without cuBLASLt (HIP, the emulator) get
-// gemm_blaslt_absent.cpp: no algorithms, every check refused, every run declined.
+// build gemm_blaslt.cpp implements them; builds without cuBLASLt link no_blaslt.cpp: no
+// algorithms, every check refused, every run declined.
 #pragma once
 #include <array>
 #include <cstdint>

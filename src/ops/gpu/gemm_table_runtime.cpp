@@ -95,22 +95,19 @@ void write_at_exit() {
 
 std::vector<gemm_table::Validator> gemm_table_validators() {
   (void)stream();  // the device chosen
-  std::string name = "gpu emulator", arch = "emulated", runtime = "none";
-#if defined(ZAYA_GPU_CUDA) || defined(ZAYA_GPU_HIP)
   int device = 0;
   ZAYA_GPU_CHECK(cudaGetDevice(&device));
   cudaDeviceProp prop{};
   ZAYA_GPU_CHECK(cudaGetDeviceProperties(&prop, device));
-  name = prop.name;
+  const std::string name = prop.name;
 #if defined(ZAYA_GPU_HIP)
-  arch = prop.gcnArchName;
+  const std::string arch = prop.gcnArchName;
 #else
-  arch = fmt::format("{}.{}", prop.major, prop.minor);
+  const std::string arch = fmt::format("{}.{}", prop.major, prop.minor);
 #endif
   int version = 0;
   ZAYA_GPU_CHECK(cudaRuntimeGetVersion(&version));
-  runtime = fmt::format("{} {}", ZAYA_GPU_VENDOR, version);
-#endif  // else: the emulator of scripts/gpu_emu (neither vendor macro), no device to ask
+  const std::string runtime = fmt::format("{} {}", ZAYA_GPU_VENDOR, version);
   return {{"ZAYA_GEMM_TABLE_VERSION", std::to_string(gemm_table::kVersion)},
           {"CUBLASLT_VERSION", blaslt_version()},
           {"GPU_NAME", clean(name)},

@@ -7,8 +7,8 @@
 // as many sets as make ≥ 256 MiB in all (more than the L2 of any current GPU; at least 1, at most
 // 64), call r using set r mod S, so a timed call does not find its operands in L2 (small GEMMs
 // whose 64 sets fit in L2 still do). Timing: one warm-up call, then `reps` calls between two
-// synchronisations on a host clock (launch overhead included, as in a training step). Timings are
-// measured only where this runs on a GPU: the emulator's are not a GPU's.
+// synchronisations on a host clock (launch overhead included, as in a training step). Timings mean
+// something only where this runs on a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -23,7 +23,6 @@ struct NormDims {
 };
 
 NormDims norm_dims(const Tensor& x) {
-  ZAYA_ASSERT(x.dtype == DType::F32, "l2norm_scale: the GPU computes in F32");
   return {x.size(0) * x.size(1), int(x.size(2)), int(x.size(3))};
 }
 

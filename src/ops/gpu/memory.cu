@@ -184,16 +184,9 @@ void move_rows(const Tensor& dst, const Tensor& src, const Tensor& row_ids) {
 
 void fill(const Tensor& t, double value) {
   const int64_t n = t.numel();
-  switch (t.dtype) {
-    case DType::F32:
-      return fill_n(t.ptr<float>(), n, float(value));
-    case DType::F64:
-      return fill_n(t.ptr<double>(), n, value);
-    case DType::I32:
-      return fill_n(t.ptr<int32_t>(), n, int32_t(value));
-    default:
-      ZAYA_ASSERT(false, "fill: dtype {}", dtype_name(t.dtype));
-  }
+  if (t.dtype == DType::F32) return fill_n(t.ptr<float>(), n, float(value));
+  if (t.dtype == DType::F64) return fill_n(t.ptr<double>(), n, value);
+  fill_n(t.ptr<int32_t>(), n, int32_t(value));  // I32, the third dtype ops.cpp admits
 }
 
 void fill_zero(const Tensor& t) {
@@ -212,17 +205,14 @@ void convert(const Tensor& dst, const Tensor& src) {
   if (dst.dtype == DType::BF16 && src.dtype == DType::F32) {
     f32_to_bf16_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(dst.ptr<uint16_t>(),
                                                                src.ptr<float>(), n);
-  } else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) {
+  } else {  // F32 from BF16, the other conversion ops.cpp admits
     bf16_to_f32_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(dst.ptr<float>(),
                                                                src.ptr<uint16_t>(), n);
-  } else {
-    ZAYA_ASSERT(false, "convert: {} → {} on the GPU", dtype_name(src.dtype), dtype_name(dst.dtype));
   }
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
 void fill_normal(const Tensor& t, uint64_t seed, uint64_t stream_id, double std) {
-  ZAYA_ASSERT(t.dtype == DType::F32, "fill_normal: F32 only");
   const int64_t n = t.numel();
   if (n == 0) return;
   normal_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<float>(), n,
@@ -236,16 +226,13 @@ void fill_uniform(const Tensor& t, uint64_t seed, uint64_t stream_id, double a) 
   const CounterRng rng{seed, stream_id};
   if (t.dtype == DType::F32)
     uniform_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<float>(), n, rng, a);
-  else if (t.dtype == DType::BF16)
+  else  // BF16
     uniform_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(t.ptr<uint16_t>(), n, rng, a);
-  else
-    ZAYA_ASSERT(false, "fill_uniform: F32 or BF16");
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
 void zero_where_class(const Tensor& v, const Tensor& choice, int64_t k) {
   const int64_t n = choice.numel();
-  ZAYA_ASSERT(v.dtype == DType::F32 && v.numel() == n, "zero_where_class: v F32 [N]");
   if (n == 0) return;
   zero_where_kernel<<<blocks_for(n), kBlock, 0, stream()>>>(v.ptr<float>(), choice.ptr<int32_t>(),
                                                             n, k);
@@ -329,7 +316,6 @@ void scatter_rows(const Tensor& dst, const Tensor& row_ids, const Tensor& src,
   const int64_t M = row_ids.numel(), W = row_width(dst);
   if (M == 0 || W == 0) return;
   if (weight.defined()) {
-    ZAYA_ASSERT(dst.dtype == DType::F32, "scatter_rows: the GPU computes in F32");
     const bool vec = W % 4 == 0 && (addr(dst.data) | addr(src.data)) % 16 == 0;
     auto kernel = vec ? scatter_weighted_kernel<true> : scatter_weighted_kernel<false>;
     kernel<<<blocks_for(M, 1), kBlock, 0, stream()>>>(dst.ptr<float>(), row_ids.ptr<int32_t>(),

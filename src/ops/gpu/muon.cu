@@ -22,7 +22,8 @@
 // bf16: the products' operands X, A, B are BF16 copies (F32 accumulation and outputs): the scaled
 // copy writes X in BF16 only, sym_fill writes A's and B's BF16 copies (instead of mirroring), and
 // after each product but the last a conversion writes the next X in BF16 (mn read, mn/2 written).
-// The rounding of every operand to 8 bits of mantissa is the error bf16 adds (tests/ops/gpu/test_muon.cpp).
+// The rounding of every operand to 8 bits of mantissa is the error bf16 adds
+// (tests/ops/gpu/test_muon.cpp).
 #include "ops/backend.h"
 #include "ops/gpu/common.cuh"
 #include "ops/gpu/gemm.h"
@@ -164,8 +165,6 @@ void iterate(Work& w, float* out, int steps) {
 }  // namespace
 
 void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric, bool bf16) {
-  ZAYA_ASSERT(g.dtype == DType::F32 && out.dtype == DType::F32,
-              "newton_schulz: the GPU computes in F32");
   const bool batched = g.ndim == 3;
   const int64_t count = batched ? g.shape[0] : 1;
   const int64_t rows = g.shape[batched ? 1 : 0], cols = g.shape[batched ? 2 : 1];

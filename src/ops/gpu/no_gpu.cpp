@@ -1,9 +1,12 @@
-// The GPU backend of a build without one (the mlx pattern): every ops::gpu op and every GPU
-// memory entry point of core/device.h fails with one clear zaya::Error naming what was asked for
-// and how to get a GPU build. Linked instead of ops/gpu/*.cu when ZAYA_GPU is OFF (CMakeLists.txt).
+// The GPU backend of a build without one (the mlx pattern): every ops::gpu op, every GPU memory
+// entry point of core/device.h and the GPU GEMM layer (ops/gpu/gemm.h, for perf/gpu_gemm_rate's
+// probe) fail with one clear zaya::Error naming what was asked for and how to get a GPU build.
+// Linked instead of the GPU backend's sources when ZAYA_GPU is OFF (CMakeLists.txt); the build
+// links ops/gpu/no_blaslt.cpp too.
 #include "core/assert.h"
 #include "core/device.h"
 #include "ops/backend.h"
+#include "ops/gpu/gemm.h"
 #include "ops/gpu/gemm_table_runtime.h"
 
 namespace zaya {
@@ -67,10 +70,6 @@ std::string memory_report() {
   return "GPU memory: none (this build has no GPU backend)";
 }
 
-GemmPlanStats gemm_plan_stats() noexcept {
-  return {};
-}
-
 // The GEMM tuning table (gemm_table_runtime.h): nothing to load, record or tune; the queries
 // answer "none".
 std::vector<gemm_table::Validator> gemm_table_validators() {
@@ -103,6 +102,15 @@ std::vector<GemmTuneResult> tune_gemms(const std::vector<gemm_table::GemmKey>&,
                                        const GemmTuneOptions&,
                                        const std::function<void(const GemmTuneResult&)>&) {
   no_gpu("tuning GPU GEMMs");
+}
+
+// Never reached by the GEMM-rate probe, which asks available() first.
+void gemm(const Gemm& g, GemmEngine engine) {
+  no_gpu("running a GPU GEMM");
+}
+
+GemmEngine gemm_engine_for(const Gemm& g) {
+  no_gpu("choosing a GPU GEMM engine");
 }
 
 }  // namespace gpu

@@ -157,9 +157,6 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 Merge merge_args(const Tensor& o, const Tensor& hp, const Tensor& ao, const Tensor& bo,
                  const Tensor& ar, const Tensor& br) {
-  ZAYA_ASSERT(o.dtype == DType::F32, "residual merge: the GPU computes in F32");
-  ZAYA_ASSERT(hp.defined() == ar.defined() && hp.defined() == br.defined(),
-              "residual merge: hp, ar and br must be all defined or all undefined");
   return {o.ptr<float>(),  ptr_or_null<float>(hp), ao.ptr<float>(),
           bo.ptr<float>(), ptr_or_null<float>(ar), ptr_or_null<float>(br)};
 }

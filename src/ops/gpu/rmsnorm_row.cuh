@@ -16,13 +16,16 @@
 #include <type_traits>
 
 #include "ops/gpu/common.cuh"
+#include "ops/gpu/support.h"
 
 namespace zaya::gpu::rows {
 
 // Threads per block of a row kernel, at most (the kernels' __launch_bounds__).
 constexpr int kMaxThreads = 512;
-// Elements of a row per thread, at most (W·K): widths up to kMaxThreads·kMaxPerThread = 16384.
+// Elements of a row per thread, at most (W·K): widths up to kMaxThreads·kMaxPerThread, the
+// support's kMaxRowWidth.
 constexpr int kMaxPerThread = 32;
+static_assert(int64_t(kMaxThreads) * kMaxPerThread == ops::gpu::kMaxRowWidth);
 // Blocks of a kernel that sums columns over rows (its partials are kColGrid × D doubles). A fixed
 // number, so a column sum's order (and bits) is the same on every device.
 constexpr int kColGrid = 512;
@@ -116,14 +119,13 @@ bool vec4_ok(int64_t D, const P*... ptrs) {
   return D % 4 == 0 && (... && (ptrs == nullptr || aligned16(ptrs)));
 }
 
-// The smallest K (power of two) with at most kMaxThreads threads, threads a multiple of 64.
+// The smallest K (power of two) with at most kMaxThreads threads, threads a multiple of 64 (D ≤
+// kMaxRowWidth: ops/gpu/support.h).
 inline RowGeom row_geom(int64_t D, bool vec4) {
   RowGeom g;
   g.W = vec4 ? 4 : 1;
   const int64_t nv = D / g.W;
   while (int64_t(g.K) * kMaxThreads < nv && g.K * g.W < kMaxPerThread) g.K *= 2;
-  ZAYA_ASSERT(nv <= int64_t(g.K) * kMaxThreads,
-              "GPU row kernels take rows of at most 16384 elements");
   int64_t t = (nv + g.K - 1) / g.K;
   t = (t + 63) / 64 * 64;
   g.threads = int(t < 64 ? 64 : t);

@@ -5,7 +5,7 @@
 //     C[i0:i1, i0:n] = alpha · P[i0:i1, :] · P[i0:n, :]ᵀ + beta · C[i0:i1, i0:n],
 //   so with nb = ⌈n/block⌉ block rows the products cost nb(nb+1)/2 of the nb² blocks (≈ half for
 //   many blocks) while every call runs at the library's speed (cuBLASLt's tensor-core GEMM on
-//   NVIDIA; the tiled kernel on HIP and in the emulator, the same calls). The diagonal blocks are
+//   NVIDIA; the tiled kernel elsewhere, the same calls). The diagonal blocks are
 //   computed whole; nothing strictly below them is written. Like the CPU's sym_product
 //   (ops/cpu/syrk.h), which makes the same cut with sgemm/ssyrk calls.
 //

@@ -115,9 +115,7 @@ bool vec4(int64_t V, const void* a, const void* b) {
 
 void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
                   const Tensor& target) {
-  ZAYA_ASSERT(logits.dtype == DType::F32, "xent_forward: the GPU computes in F32");
   const int64_t V = logits.size(-1), N = V ? logits.numel() / V : 0;
-  ZAYA_ASSERT(V > 0, "xent_forward: empty vocabulary");
   if (N == 0) return;
   const float* l = logits.ptr<float>();
   const unsigned grid = unsigned(N < 65535 ? N : 65535);
@@ -132,7 +130,6 @@ void xent_forward(const Tensor& loss, const Tensor& lse, const Tensor& logits,
 
 void xent_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                    const Tensor& target, double scale) {
-  ZAYA_ASSERT(logits.dtype == DType::F32, "xent_backward: the GPU computes in F32");
   const int64_t V = logits.size(-1), N = V ? logits.numel() / V : 0;
   if (N == 0 || V == 0) return;
   float* d = dlogits.ptr<float>();

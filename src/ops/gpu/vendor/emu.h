@@ -1,9 +1,11 @@
-// GPU emulator (scripts/gpu_emu/): replaces ops/gpu/vendor.h so that the kernels of src/ops/gpu/
-// compile as plain C++ (g++) and run on the host. Each GPU thread of a block is a fiber (its own
-// stack, one OS thread for all): __syncthreads and warp shuffles switch fibers, the blocks of a
-// launch run one after another, device memory is host memory. run.sh rewrites every
-// `k<<<grid, block, smem, stream>>>(args)` into ::emu::launch(...) (transform.py).
-// Developer tool only: never part of a real build.
+// The GPU emulator's side of the one GPU source tree (ZAYA_GPU=EMU, scripts/gpu_emu/): CUDA's
+// names as the kernels use them, for the host's C++ compiler, so that the kernels of src/ops/gpu/
+// run on the CPU against the GPU tests. Each GPU thread of a block is a fiber (its own stack, one
+// OS thread for all): __syncthreads and warp shuffles switch fibers, the blocks of a launch run
+// one after another, device memory is host memory. The build rewrites every
+// `k<<<grid, block, smem, stream>>>(args)` into ::emu::launch(...) (scripts/gpu_emu/transform.py);
+// the scheduler and the runtime are scripts/gpu_emu/emu.cpp. A check of the kernels' code, not of
+// their speed: no build that runs on a GPU includes this.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -12,7 +14,6 @@
 #include <type_traits>
 
 #define ZAYA_GPU_VENDOR "EMU"
-#define ZAYA_GPU_EMU 1
 
 #define __global__
 #define __device__
@@ -356,6 +357,20 @@ inline cudaError_t cudaGetDevice(int* d) {
 constexpr cudaError_t cudaErrorNotReady = 600;
 inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
+  return cudaSuccess;
+}
+// What the GEMM table's validators ask (ops/gpu/gemm_table_runtime.cpp): no device, so no
+// compute capability (0.0) and no runtime version (0).
+struct cudaDeviceProp {
+  char name[256] = "gpu emulator";
+  int major = 0, minor = 0;
+};
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+  *p = cudaDeviceProp{};
+  return cudaSuccess;
+}
+inline cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t) {

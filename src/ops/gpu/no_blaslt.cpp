@@ -1,13 +1,16 @@
-// gemm_blaslt.h where the build has no cuBLASLt (HIP; the emulator of scripts/gpu_emu, which
-// compiles this file without ZAYA_GPU_CUDA): no algorithms, no library version, no plans
-// (gpu::gemm_plan_stats of core/device.h). The CUDA build
-// compiles it to nothing (gemm_blaslt.cpp has the real ones).
+// gemm_blaslt of gemm.h and the rest of gemm_blaslt.h in a build without cuBLASLt (every build
+// but CUDA; the HIP build has no hipBLASLt in Debian's ROCm): no algorithms, no library version,
+// no plans (gpu::gemm_plan_stats of core/device.h), every check refused, every call declined, so
+// gemm() takes the tiled kernel.
 #include "core/device.h"
+#include "ops/gpu/gemm.h"
 #include "ops/gpu/gemm_blaslt.h"
 
-#if !defined(ZAYA_GPU_CUDA)
-
 namespace zaya::gpu {
+
+bool gemm_blaslt(const Gemm&) {
+  return false;
+}
 
 std::string blaslt_version() {
   return "none";
@@ -30,5 +33,3 @@ GemmPlanStats gemm_plan_stats() noexcept {
 }
 
 }  // namespace zaya::gpu
-
-#endif
