@@ -42,7 +42,7 @@ struct Args {
   bool json = false;
 };
 
-// The defaults each device fills in (README and --help say the same).
+// The defaults each device fills in (docs/training.md and --help say the same).
 struct DeviceDefaults {
   const char* config;
   int64_t batch, seq_len;

@@ -1,9 +1,8 @@
 // Which OpenBLAS kernels this process runs: the name OpenBLAS gives them ("Haswell" for AVX2,
 // "SkylakeX"/"Cooperlake" for AVX-512, …), printed by `zaya train` and `zaya bench step` beside
 // the sgemm rate. OpenBLAS (a DYNAMIC_ARCH build) picks them when it loads, from the CPU or from
-// OPENBLAS_CORETYPE in the environment: on this project's AMD Zen 5 VMs it picks Cooperlake
-// (AVX-512), and OPENBLAS_CORETYPE=Haswell (which these VMs' tool environment sets) halves the
-// sgemm rate.
+// OPENBLAS_CORETYPE in the environment, and the choice matters: forcing AVX2 kernels on an
+// AVX-512 machine can halve the sgemm rate (the results in benchmarks/results/ name theirs).
 #pragma once
 #include <string>
 

@@ -338,7 +338,7 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
   ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
-              "rope_tables: cos/sin must be F32 (C7), got {} / {}", dtype_name(cos.dtype),
+              "rope_tables: cos/sin must be F32 (fp32 RoPE, docs/model.md §0.2.7), got {} / {}", dtype_name(cos.dtype),
               dtype_name(sin.dtype));
   ZAYA_ASSERT(r > 0 && r % 2 == 0 && pos0 >= 0, "rope_tables: r = {} (even, > 0), pos0 = {}", r,
               pos0);
@@ -356,7 +356,7 @@ void check_rope(const char* op, const Tensor& x, const Tensor& cos, const Tensor
   ZAYA_ASSERT(x.defined() && (x.dtype == DType::F32 || x.dtype == DType::F64),
               "{}: x must be F32/F64, got {}", op, dtype_name(x.dtype));
   ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
-              "{}: tables must be F32 (C7)", op);
+              "{}: tables must be F32 (fp32 RoPE, docs/model.md §0.2.7)", op);
   ZAYA_ASSERT(x.ndim == 4, "{}: x must be [B,T,H,d], got {}", op, x.shape_str());
   const int64_t T = x.size(1), d = x.size(3);
   ZAYA_ASSERT(cos.ndim == 2 && cos.size(0) == T && sin.ndim == 2 && sin.size(0) == T &&

@@ -3,7 +3,7 @@
 // Contract for every op here:
 // - Tensors are contiguous row-major views (core/tensor.h). All floating tensors of one call share
 //   one dtype, F32 (the model) or F64 (tests against references and numerical gradients).
-//   Exceptions are stated per op (RoPE tables are always F32 by C7; ids/choices are I32).
+//   Exceptions are stated per op (RoPE tables are always F32 (fp32 RoPE, docs/model.md §0.2.7); ids/choices are I32).
 // - Parameter gradients ACCUMULATE (+=) so micro-batches sum. Activation gradients OVERWRITE (=)
 //   unless the op says "+=" (the residual stream and inputs with several consumers).
 // - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
@@ -45,7 +45,7 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
 // out[N,D] = table[ids[n]]; ids I32 [N], each in [0, V). table may be BF16 with out F32
 // (inference: the tied embedding stays bf16).
 void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table);
-// dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (pad row, C6; -1 = none).
+// dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (the pad row: docs/model.md §0.2.6; -1 = none).
 void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
                         int64_t skip_row);
 
@@ -58,7 +58,7 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
 void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool accumulate_dx = false);
 
-// ---------------------------------------------------------------- residual scaling (spec §3)
+// ---------------------------------------------------------------- residual scaling (docs/model.md §3)
 // h[N,D] = (o + bo) ⊙ ao + (hp + br) ⊙ ar. hp, ar, br undefined → first term only (sub-layer 0).
 void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
                             const Tensor& bo, const Tensor& ar, const Tensor& br);
@@ -84,7 +84,7 @@ void merge_rmsnorm_backward(const Tensor& do_, const Tensor& dhp, const Tensor& 
                             const Tensor& ar, const Tensor& br, const Tensor& w,
                             const Tensor& rstd);
 
-// ---------------------------------------------------------------- CCA pieces (spec §4)
+// ---------------------------------------------------------------- CCA pieces (docs/model.md §4)
 // Two-stage causal conv. u[B,T,C] → z[B,T,C]; y[B,T+1,C] saved = stage-0 output at j = −1…T−1
 // (y row 0 is j = −1 and equals b0: the padding-bias subtlety). w0[C,1,2], b0[C], w1[C,d,2], b1[C];
 // group g = ⌊c/d⌋ mixes its d channels. Tap 0 multiplies the earlier position.
@@ -110,7 +110,7 @@ void value_shift_backward(const Tensor& dp, const Tensor& dv);
 
 // Per-head L2 normalisation to a scale: y[B,T,H,d] = s_h · x/‖x‖, s_h = √d · temp[h] (temp[H],
 // linear, no clamp) or √d when temp is undefined; norm[B,T,H] = max(‖x‖, floor) saved. floor 0:
-// no eps (spec §13, original semantics); transformers' native ZAYA clamps at float32's epsilon.
+// no eps (docs/model.md §13, original semantics); transformers' native ZAYA clamps at float32's epsilon.
 void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
                           float floor = 0);
 // dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite; dx may alias dy); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp
@@ -119,7 +119,7 @@ void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
                            const Tensor& norm, const Tensor& temp, float floor = 0);
 
-// Partial NeoX RoPE tables, always F32 (C7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
+// Partial NeoX RoPE tables, always F32 (fp32 RoPE, docs/model.md §0.2.7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r);
 // In place on x[B,T,H,d]: rotates the first r = 2·cos.size(1) dims of every head, position t of a
 // row uses table row t. The tables must have exactly T rows: slice a longer one with .rows(0, T).
@@ -137,7 +137,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse);
 
-// ---------------------------------------------------------------- router pieces (spec §5)
+// ---------------------------------------------------------------- router pieces (docs/model.md §5)
 // Exact GELU y = x·Φ(x) (erf form), elementwise on any shape.
 void gelu_forward(const Tensor& y, const Tensor& x);
 // dx = dy · (Φ(x) + x φ(x)) (overwrite).
@@ -149,7 +149,7 @@ void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev);
 void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
                   const Tensor& gamma);
 
-// Softmax over all K classes (≥ f32, C2) and biased top-1 (C8): choice[n] = argmax_e p[n,e] + b[e]
+// Softmax over all K classes (≥ f32, fp32 softmax, docs/model.md §0.2.2) and biased top-1 (fp32(p) + b, docs/model.md §0.2.8): choice[n] = argmax_e p[n,e] + b[e]
 // (ties → lowest index), weight[n] = p[n, choice[n]] (not renormalised).
 // logits[N,K] → probs[N,K], choice I32 [N], weight[N]; biases[K] same float dtype as logits.
 void router_select_forward(const Tensor& probs, const Tensor& choice, const Tensor& weight,
@@ -158,7 +158,7 @@ void router_select_forward(const Tensor& probs, const Tensor& choice, const Tens
 void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const Tensor& probs,
                             const Tensor& choice);
 
-// ---------------------------------------------------------------- MoE dispatch (spec §5.5–5.6)
+// ---------------------------------------------------------------- MoE dispatch (docs/model.md §5.5–5.6)
 // Dropless top-1 dispatch. x[N,D], choice I32 [N] in [0, E] where E = skip class,
 // weight[N], w1[E,F,D] (rows 0…F/2−1 gate, F/2…F−1 up), w2[E,D,F/2].
 // Tokens are grouped by expert and each expert runs one GEMM per projection.
@@ -214,7 +214,7 @@ void lm_head_xent_forward_backward(const Tensor& loss, const Tensor& lse, const 
                                    const Tensor& target, double scale);
 
 // ---------------------------------------------------------------- decoding (forward only)
-// The two-stage CCA conv continued from a carried state (spec §4.8). u[L,C] holds L new
+// The two-stage CCA conv continued from a carried state (docs/model.md §4.8). u[L,C] holds L new
 // consecutive positions of one sequence; state[2,C] holds the two raw columns before them
 // (u_{t−2}, u_{t−1}; zeros at the sequence start, which reproduces y_{−1} = b0) and is advanced in
 // place to the last two columns of [state ; u]. z[L,C] equals cca_conv_forward's rows for those
@@ -228,7 +228,7 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
 void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v);
 
 // ---------------------------------------------------------------- optimizer math
-// Muon's quintic Newton–Schulz orthogonalisation (system.md §3); an op without backward.
+// Muon's quintic Newton–Schulz orthogonalisation (docs/training.md); an op without backward.
 // g[rows,cols] → out[rows,cols] (may alias g). Works on the short side (the Gram matrix of the
 // smaller dimension), X = G/(‖G‖_F + 1e-7), then `steps` times: A = X·Xᵀ, B = b·A + c·A·A,
 // X = a·X + B·X with (a,b,c) = (3.4445, −4.7750, 2.0315). symmetric: A and A·A as symmetric
@@ -243,7 +243,7 @@ void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric
                    bool bf16 = false);
 
 // ---------------------------------------------------------------- memory: fill, copy, rows
-// The ops that let model/, train/ and infer/ leave tensor memory alone (architecture.md §6). A
+// The ops that let model/, train/ and infer/ leave tensor memory alone (docs/architecture.md, "The device seam"). A
 // tensor's rows are its first dimension, W = numel / shape[0] elements each.
 // Every element of t = value, converted once to t's dtype (F32, F64 or I32).
 void fill(const Tensor& t, double value);
@@ -329,7 +329,7 @@ void muon_momentum(const Tensor& buf, const Tensor& scratch, const Tensor& g, do
 // Muon's weight step: w = float(double(w)·decay − lr·scale·double(u)) (decay = 1 − lr·wd, scale
 // the RMS matching factor). w, u F32 with one element count.
 void muon_apply(const Tensor& w, const Tensor& u, double lr, double decay, double scale);
-// The balancing-bias AdamW (spec §10) of one MoE layer: from class counts[K] (F64, exact
+// The balancing-bias AdamW (docs/model.md §10) of one MoE layer: from class counts[K] (F64, exact
 // integers; N_tok = Σ counts, the skip class included) the error e_i = counts[i]/N_tok − 1/n of
 // the n = bias.numel() real experts is the gradient of an AdamW step on bias[n] with moments
 // m[n], v[n] (F32; arithmetic in double, stored rounded). No-op when N_tok = 0. t = p.step ≥ 1.

@@ -1,4 +1,4 @@
-// The precision of a device's matrix products (train.precision; system.md, issue 17):
+// The precision of a device's matrix products (train.precision, docs/training.md):
 // - F32: GEMM operands as stored (the CPU's only mode; the GPU's default).
 // - BF16: on the GPU, every F32 operand of a GEMM (linear, the MoE experts, the LM head, whatever
 //   calls ops/gpu/gemm.h) is rounded to bf16 as it enters the product; accumulation and outputs

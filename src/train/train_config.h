@@ -122,7 +122,7 @@ void validate_train_config(const TrainConfig& c);
 nlohmann::json train_config_to_json(const TrainConfig& c);
 // The inverse of train_config_to_json (a checkpoint's copy); unknown keys are errors.
 TrainConfig train_config_from_json(const nlohmann::json& j);
-// TOML text with one documented line per key (for --print-config and the README).
+// TOML text with one documented line per key (for --print-config and docs/training.md).
 std::string train_config_to_toml(const TrainConfig& c);
 
 }  // namespace zaya

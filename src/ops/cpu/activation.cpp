@@ -1,4 +1,4 @@
-// Exact (erf) GELU on the CPU, elementwise on any shape (spec §5.3): y = x·Φ(x),
+// Exact (erf) GELU on the CPU, elementwise on any shape (docs/model.md §5.3): y = x·Φ(x),
 // dx = dy·(Φ(x) + x·φ(x)). Φ(x) = ½(1 + erf(x/√2)) is evaluated as ½·erfc(−x/√2), the same
 // function without the cancellation of 1 + erf for negative x. Also the decoder's SwiGLU middle
 // silu_mul (swiglu.h: the experts' f32 SwiGLU, the same bits).

@@ -1,4 +1,4 @@
-// attention_forward / attention_backward on the CPU (spec §4.7, §8.5 step 1): causal GQA attention
+// attention_forward / attention_backward on the CPU (docs/model.md §4.7, §8.5 step 1): causal GQA attention
 // in the flash-attention style. Queries and keys are cut into kT-row tiles; the forward keeps a
 // running max m and sum l per query row (online softmax) and saves lse = m + log l; the backward
 // recomputes P = exp(S − lse) tile by tile, once per (query tile, key tile) pair. Extra memory is

@@ -1,5 +1,5 @@
 // attention_cached_forward on the CPU: causal GQA attention of L new queries over one sequence's
-// K/V cache (spec §4.7–4.8), forward only, F32.
+// K/V cache (docs/model.md §4.7–4.8), forward only, F32.
 //
 // Layout: q[L,Hq,d], k,v[S,Hk,d], o[L,Hq,d]; query i sits at position p_i = S−L+i and sees keys
 // 0…p_i; query head h reads kv head g = h/G, G = Hq/Hk. Scores s = (q/√d)·k, softmax in f32.

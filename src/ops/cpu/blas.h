@@ -36,8 +36,8 @@ void call(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 inline constexpr int64_t kPanelMinWork = int64_t(1) << 21;
 // Panel size along the split dimension: a function of the shape only, a multiple of 64, at least
 // 256 and about a quarter of the extent (every panel repacks the other operand, so panels stay
-// large: measured on Zen 5 at the model's GEMM shapes, this split runs within ~5% of OpenBLAS's
-// own threading on 2 threads, where 64-row panels lost up to 40%).
+// large: at the model's GEMM shapes on 2 threads this split stays within ~5% of OpenBLAS's own
+// threading, where 64-row panels lost much more).
 inline int64_t panel_size(int64_t extent) {
   const int64_t target = (extent + 3) / 4;
   return std::clamp((target + 63) / 64 * 64, int64_t(256), int64_t(2048));

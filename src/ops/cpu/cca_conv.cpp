@@ -1,5 +1,5 @@
 // cca_conv_forward / cca_conv_backward on the CPU: the two-stage causal convolution of CCA
-// (spec §4.2, backward §8.5 steps 5–6).
+// (docs/model.md §4.2, backward §8.5 steps 5–6).
 //
 // Legend: B rows, T positions, C channels, d group width (= head size), G = C/d groups.
 // y_BRC has R = T+1 rows per batch row: row r holds stage-0 output at position j = r−1, so row 0 is

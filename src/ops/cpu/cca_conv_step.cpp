@@ -1,5 +1,5 @@
-// cca_conv_step_forward on the CPU: the two-stage CCA conv (spec §4.2) continued from a carried
-// state, for decoding (spec §4.8). Activations F32; the conv weights F32 or BF16 (a bf16 model's
+// cca_conv_step_forward on the CPU: the two-stage CCA conv (docs/model.md §4.2) continued from a carried
+// state, for decoding (docs/model.md §4.8). Activations F32; the conv weights F32 or BF16 (a bf16 model's
 // conv weights stay bf16, like its matrices); no backward.
 //
 // Legend: L new positions, C channels, d group width, G = C/d groups. The chunk's raw columns are

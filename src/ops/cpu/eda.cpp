@@ -1,4 +1,4 @@
-// Exponential depth averaging on the CPU (spec §5.2, §8.8): r[N,R] += γ[R] ⊙ rprev[N,R] in place;
+// Exponential depth averaging on the CPU (docs/model.md §5.2, §8.8): r[N,R] += γ[R] ⊙ rprev[N,R] in place;
 // backward drprev += γ ⊙ dr and dγ += Σ_n dr ⊙ rprev, the latter summed per column block in double
 // (for_column_blocks: thread-count independent bits).
 #include "ops/backend.h"

@@ -1,5 +1,5 @@
-// Embedding lookup on the CPU (spec §6, §8.4): out[n] = table[ids[n]]; backward scatters dout into
-// dtable except row skip_row (C6). The scatter groups tokens by id and sums each id's rows in
+// Embedding lookup on the CPU (docs/model.md §6, §8.4): out[n] = table[ids[n]]; backward scatters dout into
+// dtable except row skip_row (no gradient to the pad row, docs/model.md §0.2.6). The scatter groups tokens by id and sums each id's rows in
 // double in token order: parallel over ids, no write conflicts, thread-count independent bits.
 // A BF16 table (inference: the tied embedding stays bf16) gathers into an F32 out, widening the
 // rows (exact).

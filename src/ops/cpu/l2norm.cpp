@@ -1,8 +1,8 @@
 // l2norm_scale_forward / l2norm_scale_backward on the CPU: per-head L2 normalisation to √d with
-// the linear key temperature (spec §4.5, backward §8.5 step 3).
+// the linear key temperature (docs/model.md §4.5, backward §8.5 step 3).
 //
 // x[B,T,H,d] → y = s_h · x/‖x‖, s_h = √d·temp[h] (or √d without temp); norm[B,T,H] = ‖x‖ saved.
-// No eps (spec §13) unless a floor is given (native semantics: ‖x‖ clamped below at it). Norms, dot
+// No eps (docs/model.md §13) unless a floor is given (native semantics: ‖x‖ clamped below at it). Norms, dot
 // products and the per-head scale are computed in double, then each output is rounded once. dtemp
 // is reduced in a fixed token order, independent of threading.
 #include <algorithm>

@@ -40,9 +40,8 @@ namespace zaya::ops::cpu {
 
 namespace {
 
-// Above: widening + sgemm is faster than the multi-input GEMV (2 threads, [4096, 2048] and
-// [32768, 2048]: 132 GFLOP/s at N = 128 against sgemm's 112 at 129 and 143 at 256; at N = 17
-// sgemm managed 35, the GEMV 132).
+// Above: widening + sgemm is faster than the multi-input GEMV; at and below, the GEMV wins (at
+// N = 17 by ~4x on 2 threads: sgemm's packing does not pay for so few rows).
 constexpr int64_t kStreamMaxN = 128;
 constexpr int64_t kScratchBytes = int64_t(32) << 20;  // prefill tile: ≤ 32 MB of widened rows
 constexpr int kMaxInputs = 4;

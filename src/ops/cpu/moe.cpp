@@ -1,9 +1,9 @@
-// moe_forward / moe_backward on the CPU: dropless top-1 dispatch (spec §5.5–5.6, §8.6).
+// moe_forward / moe_backward on the CPU: dropless top-1 dispatch (docs/model.md §5.5–5.6, §8.6).
 //
 // Tokens are grouped by class with a stable counting sort (deterministic, independent of the
 // thread count). Each real expert gathers its tokens' rows into contiguous scratch, runs one BLAS
 // GEMM (blas.h) per projection, and scatters the results back to token order. Skip tokens (class E)
-// pass x through: f = x, out = weight·x (C5). Experts without tokens run nothing, so their
+// pass x through: f = x, out = weight·x (the skip class passes p·x, docs/model.md §0.2.5). Experts without tokens run nothing, so their
 // gradients are left untouched.
 //
 // Shape-suffix legend:

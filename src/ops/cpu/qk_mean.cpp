@@ -1,4 +1,4 @@
-// qk_mean_forward / qk_mean_backward on the CPU: the qk-mean skip term of CCA (spec §4.3,
+// qk_mean_forward / qk_mean_backward on the CPU: the qk-mean skip term of CCA (docs/model.md §4.3,
 // backward §8.5 step 4).
 //
 // Per token, u = [q⁰ (Hq·d) ; k⁰ (Hk·d)] and z (conv output) have C = (Hq+Hk)·d channels;

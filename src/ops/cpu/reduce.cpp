@@ -16,8 +16,8 @@ namespace {
 constexpr int64_t kSumBlock = 1 << 16;
 // sum_squares' interleaved partial sums per block (element i of a block goes to lane i mod
 // kSumLanes, the tail to lane 0, then the lanes in order): a fixed order that vectorises, where one
-// running sum waits for each add's latency (the gradient norm over 57M parameters took ~20 ms on 2
-// threads). sum keeps one running sum (the loss sum: sequential up to one block).
+// running sum waits for each add's latency (several times slower on a whole model's gradient
+// norm). sum keeps one running sum (the loss sum: sequential up to one block).
 constexpr int64_t kSumLanes = 8;
 
 // Σ term(x[i]) over fixed blocks (see the file comment), each block in Lanes interleaved sums.

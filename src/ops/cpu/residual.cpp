@@ -1,4 +1,4 @@
-// Residual-scaled merge h = (o + bo) ⊙ ao + (hp + br) ⊙ ar (spec §3, §8.3) and the fused
+// Residual-scaled merge h = (o + bo) ⊙ ao + (hp + br) ⊙ ar (docs/model.md §3, §8.3) and the fused
 // merge + RMSNorm, on the CPU. Parameter gradients are summed over rows per column block in double
 // (for_column_blocks: thread-count independent bits). The fused ops call the RMSNorm row kernels of
 // rmsnorm_row.h, as rmsnorm.cpp does, so they give the same bits as the two ops in sequence.

@@ -1,4 +1,4 @@
-// rmsnorm_forward / rmsnorm_backward on the CPU (spec §3, §8.2). The row formulas live in
+// rmsnorm_forward / rmsnorm_backward on the CPU (docs/model.md §3, §8.2). The row formulas live in
 // rmsnorm_row.h, shared with residual.cpp's fused merge_rmsnorm. dw is summed over rows per block
 // of columns in double (for_column_blocks), so its bits do not depend on the thread count.
 #include "ops/backend.h"

@@ -1,7 +1,7 @@
-// rope_tables / rope_forward / rope_backward on the CPU: partial NeoX rotary embedding (spec §4.6,
+// rope_tables / rope_forward / rope_backward on the CPU: partial NeoX rotary embedding (docs/model.md §4.6,
 // backward §8.5 step 2).
 //
-// Tables are F32 and built with every step in fp32 (C7), as S1 does:
+// Tables are F32 and built with every step in fp32 (fp32 RoPE, docs/model.md §0.2.7), as S1 does:
 //   e_i = float(2i)/float(r),  inv_freq_i = 1.0f / powf(float(θ), e_i),
 //   angle_{t,i} = float(pos0 + t) · inv_freq_i  (one fp32 multiply),  cos/sin = cosf/sinf(angle).
 // cosf/sinf are the C library's fp32 functions (glibc: correctly rounded in practice); PyTorch's

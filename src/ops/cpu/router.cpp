@@ -1,8 +1,8 @@
-// router_select_forward / router_select_backward on the CPU (spec §5.3–5.5, §8.7).
+// router_select_forward / router_select_backward on the CPU (docs/model.md §5.3–5.5, §8.7).
 //
 // Forward, per row n of logits[N,K]: p = softmax(ℓ) over all K classes (exps and the sum in double
-// for both dtypes, C2), then choice = argmax_e p[e] + b[e] with the sum formed in the tensor dtype
-// (for F32 that is fp32(p_e) + b_e in float arithmetic, C8) and ties going to the lowest index;
+// for both dtypes, fp32 softmax, docs/model.md §0.2.2), then choice = argmax_e p[e] + b[e] with the sum formed in the tensor dtype
+// (for F32 that is fp32(p_e) + b_e in float arithmetic, fp32(p) + b, docs/model.md §0.2.8) and ties going to the lowest index;
 // weight = p[choice], the stored probability, not renormalised. Backward: the softmax Jacobian
 // applied to the one-hot gradient of p[e*]; the argmax and the biases get no gradient.
 #include <algorithm>
@@ -30,7 +30,7 @@ void select_rows(T* probs_NK, int32_t* choice_N, T* weight_N, const T* logits_NK
     double sum = 0;
     for (int64_t e = 0; e < K; ++e) sum += std::exp(double(l[e]) - max);
     for (int64_t e = 0; e < K; ++e) p[e] = T(std::exp(double(l[e]) - max) / sum);
-    // C8: the score is the stored (rounded) probability plus the bias, in T arithmetic.
+    // fp32(p) + b, docs/model.md §0.2.8: the score is the stored (rounded) probability plus the bias, in T arithmetic.
     int32_t best = 0;
     T best_score = p[0] + bias_K[0];
     for (int64_t e = 1; e < K; ++e) {

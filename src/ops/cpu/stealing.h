@@ -2,10 +2,8 @@
 // OpenMP's static split (each thread streams one contiguous range, which the hardware prefetcher
 // follows best) without its tail: a thread that finishes its own range takes the remaining
 // chunks of the others from their far end. On a shared machine one thread is routinely slower
-// (interrupts, a neighbour's traffic); with a static split the team then waits for it. In decode
-// (bench decode, ZAYA1 layer shapes, 2 threads) the OpenMP worker spent ~9% of a step waiting
-// while the main thread spent ~18% longer in the GEMVs; stealing moved the decode ratio from
-// 70.5% to 75.0% of the bandwidth bound (mean of 4 alternating runs each).
+// (interrupts, a neighbour's traffic); with a static split the team then waits for it — in decode,
+// several percent of the bandwidth bound (benchmarks/results/decode_*).
 //
 // The loop does not run on OpenMP's team but on a team of its own (stealing.cpp: the caller and
 // omp_get_max_threads() − 1 helper threads), because of what a fork/join costs on a machine whose

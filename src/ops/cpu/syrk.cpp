@@ -66,8 +66,8 @@ void finish_rows(T* c, int64_t ldc, const T* partial, int64_t np, int64_t m, int
     for (int64_t js = diagonal ? is : 0; js < nj; js += kSub) {
       const int64_t ie = std::min(r1, is + kSub), je = std::min(nj, js + kSub);
       if (ie - is == kSub && je - js == kSub && !(diagonal && is == js)) {
-        // A whole sub-tile off the diagonal: fixed trip counts, so the copies unroll (a 1024²
-        // mirror: 0.96 → 0.53 ms on one thread against the general loop below).
+        // A whole sub-tile off the diagonal: fixed trip counts, so the copies unroll (about half
+        // the time of the general loop below).
         const T* src = c + (i0 + is) * ldc + j0 + js;
         for (int64_t i = 0; i < kSub; ++i)
           for (int64_t j = 0; j < kSub; ++j) buf[j][i] = src[i * ldc + j];
@@ -169,8 +169,7 @@ void sym_product(bool trans, int64_t m, int64_t k, T alpha, const T* x, int64_t 
 
 int64_t sym_multiply_block(int64_t m) {
   // About a quarter of m (10 of 16 tiles computed), a multiple of 64, at least 128: at m = 512
-  // (bench_muon's 4:1 shapes) 128 measured 0.8x the time of 512 and 0.92x that of 256; 64 no
-  // better.
+  // (bench_muon's 4:1 shapes) 128 beat both 256 and 512, and 64 was no better.
   return std::max<int64_t>(128, (m / 4 + 63) / 64 * 64);
 }
 

@@ -23,7 +23,7 @@ struct SymPlan {
 };
 
 // The default plan, chosen on the project's 2-core machine from one-thread CPU times of whole
-// Newton–Schulz runs (tiles of 64–512, one or two chunks; README, Muon): tiles of kSymBlock
+// Newton–Schulz runs (tiles of 64–512, one or two chunks; docs/training.md, Muon): tiles of kSymBlock
 // (large tiles keep OpenBLAS's packing cheap against the multiply-adds; smaller ones measured no
 // faster) and the depth cut in two when k ≥ 2·kSymMinDepth, so that m ≤ kSymBlock
 // still gives two equal tasks and m = 1024 six that two threads share evenly (three tiles alone
@@ -53,7 +53,7 @@ void sym_product(bool trans, int64_t m, int64_t k, T alpha, const T* x, int64_t 
 template <class T>
 void sym_multiply(int64_t m, const T* p, int64_t ldp, const T* r, int64_t ldr, T* c, int64_t ldc,
                   int64_t block);
-// The default tile side for m: a function of m only (README, Muon).
+// The default tile side for m: a function of m only (docs/training.md, Muon).
 int64_t sym_multiply_block(int64_t m);
 template <class T>
 void sym_multiply(int64_t m, const T* p, int64_t ldp, const T* r, int64_t ldr, T* c, int64_t ldc);

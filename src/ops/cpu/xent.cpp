@@ -1,4 +1,4 @@
-// Cross-entropy on the CPU (spec §6, §8.1), one row of logits[N,V] per token, rows in parallel.
+// Cross-entropy on the CPU (docs/model.md §6, §8.1), one row of logits[N,V] per token, rows in parallel.
 // Forward: lse = max + log Σ exp(ℓ − max) in double; loss = lse − ℓ[target]; target −1 → loss 0.
 // Backward: dlogits = scale·(exp(ℓ − lse) − onehot), elementwise in double, so dlogits may alias
 // logits.

@@ -1,4 +1,4 @@
-// attention_forward / attention_backward on the GPU: causal GQA flash attention (spec §4.7,
+// attention_forward / attention_backward on the GPU: causal GQA flash attention (docs/model.md §4.7,
 // §8.5), the same algorithm as ops/cpu/attention.cpp. q[B,T,Hq,d], k,v[B,T,Hk,d], query head h
 // reads kv head h/G (G = Hq/Hk); scores S = (q/√d)·kᵀ with q pre-scaled when its tile is loaded;
 // online softmax in f32; lse[B,Hq,T] saved for the backward, which recomputes P = exp(S − lse)

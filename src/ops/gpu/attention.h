@@ -31,7 +31,8 @@ inline constexpr int64_t kDecodeMaxSmem = 48 * 1024;
 // The training attention's implementation (ops::attention_forward / attention_backward on the
 // GPU): ZAYA_GPU_ATTENTION unset, empty or "flash": the flash kernels above (the default);
 // "gemm": attention_gemm.cu, its products through gemm() (cuBLASLt on NVIDIA) over materialised
-// score blocks — opt-in until measured on a device; any other value: zaya::Error.
+// score blocks, opt-in (the faster of the two is for a device's measurements to pick); any
+// other value: zaya::Error.
 enum class GpuAttentionPath { Flash, Gemm };
 GpuAttentionPath gpu_attention_path();
 

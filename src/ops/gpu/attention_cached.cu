@@ -1,5 +1,5 @@
 // attention_cached_forward on the GPU: causal GQA attention of L new queries over one sequence's
-// K/V cache (spec §4.7–4.8), forward only, F32; the algorithm of ops/cpu/attention_cached.cpp.
+// K/V cache (docs/model.md §4.7–4.8), forward only, F32; the algorithm of ops/cpu/attention_cached.cpp.
 // q[L,Hq,d], k,v[S,Hk,d], o[L,Hq,d]; query i sits at position S−L+i and sees keys 0…S−L+i; query
 // head h reads kv head g = h/G. Scores (q/√d)·k, softmax in f32.
 //

@@ -1,4 +1,4 @@
-// Stage 1 of the CCA conv on the GPU (spec §4.2), shared by cca_conv_forward (ops/gpu/cca_conv.cu)
+// Stage 1 of the CCA conv on the GPU (docs/model.md §4.2), shared by cca_conv_forward (ops/gpu/cca_conv.cu)
 // and the decode step's prefill chunks (ops/gpu/cca_conv_step.cu). Device pointers, on stream().
 #pragma once
 #include <cstdint>

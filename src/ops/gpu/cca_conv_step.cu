@@ -1,5 +1,5 @@
-// cca_conv_step_forward on the GPU: the two-stage CCA conv (spec §4.2) continued from a carried
-// state, for decoding (spec §4.8), mirroring ops/cpu/cca_conv_step.cpp. Activations F32; w0 and w1
+// cca_conv_step_forward on the GPU: the two-stage CCA conv (docs/model.md §4.2) continued from a carried
+// state, for decoding (docs/model.md §4.8), mirroring ops/cpu/cca_conv_step.cpp. Activations F32; w0 and w1
 // F32 or BF16 (raw bits, widened in registers); no backward.
 //
 // Legend: L new positions, C channels, d group width. ext = [s0 ; s1 ; u_0 … u_{L−1}]; y row r

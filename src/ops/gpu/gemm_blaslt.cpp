@@ -8,8 +8,8 @@
 // shape key (sizes, strides, transposes, dtype, pointer alignments), the descriptors and the
 // heuristic's algorithm, all made on first use and kept for the process (counted and timed:
 // gpu::gemm_plan_stats). Also gemm_blaslt.h (the
-// tuning table's side: heuristic lists, cublasLtMatmulAlgoCheck, runs with a given algorithm;
-// UNVERIFIED: compiled, never run on a GPU here). Compiled only where cuBLASLt is (the CUDA
+// tuning table's side: heuristic lists, cublasLtMatmulAlgoCheck, runs with a given algorithm).
+// Compiled only where cuBLASLt is (the CUDA
 // build); every other build links no_blaslt.cpp, which declines every call.
 #include "ops/gpu/gemm.h"
 

@@ -1,4 +1,4 @@
-// The GEMM tuning table on the GPU (issue 17; the format: io/gemm_table.h). A loaded table makes
+// The GEMM tuning table on the GPU (the format: io/gemm_table.h; docs/gpu.md). A loaded table makes
 // gemm() (gemm.h) run, for each GEMM whose key it lists, that solution: our tiled kernel, a given
 // cuBLASLt algorithm, or the default; every other GEMM runs as without a table. Recording writes
 // the keys of the GEMMs a run used (the untuned file). Tuning times the candidates of each key.

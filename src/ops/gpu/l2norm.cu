@@ -1,5 +1,5 @@
 // l2norm_scale_forward / l2norm_scale_backward on the GPU: per-head L2 normalisation to √d with the
-// linear key temperature (spec §4.5, backward §8.5 step 3), mirroring ops/cpu/l2norm.cpp.
+// linear key temperature (docs/model.md §4.5, backward §8.5 step 3), mirroring ops/cpu/l2norm.cpp.
 //
 // One warp per head row x[n, h, :d]: norms, dot products and the per-head scale in double (as the
 // CPU), each output rounded once. norm = max(‖x‖, floor); where the floor was hit (norm ≤ floor

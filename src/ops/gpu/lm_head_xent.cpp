@@ -22,7 +22,7 @@ namespace {
 // logits and dx products) and reads and writes dw once: 16·V·D bytes against 6·rows·V·D FLOPs, so
 // 0.375·rows FLOP per byte, and the tensor cores' balance point on an H200 (~990 TFLOP/s bf16 over
 // 4.8 TB/s) is ~200: blocks of ≥ ~550 rows keep the head compute-bound (64 MiB blocks, 63 rows,
-// spent ~8x the GEMMs' time moving w and dw; arithmetic, not measured on a device).
+// would spend ~8x the GEMMs' time moving w and dw, by this arithmetic).
 constexpr int64_t kScratchFloats = int64_t(1) << 28;
 
 struct Blocks {

@@ -1,4 +1,4 @@
-// moe_forward / moe_backward on the GPU: dropless top-1 dispatch (spec §5.5–5.6, §8.6), the
+// moe_forward / moe_backward on the GPU: dropless top-1 dispatch (docs/model.md §5.5–5.6, §8.6), the
 // CPU's math (ops/cpu/moe.cpp) arranged for the device.
 //
 // Tokens are grouped by class on the device with a stable counting sort (per block of 256 tokens:

@@ -14,7 +14,7 @@ namespace zaya {
 namespace {
 
 [[noreturn]] void no_gpu(const char* what) {
-  fail("{}: this build has no GPU backend: configure with -DZAYA_GPU=CUDA or HIP (see README)",
+  fail("{}: this build has no GPU backend: configure with -DZAYA_GPU=CUDA or HIP (see docs/gpu.md)",
        what);
 }
 

@@ -1,4 +1,4 @@
-// qk_mean_forward / qk_mean_backward on the GPU: the qk-mean skip term of CCA (spec §4.3, backward
+// qk_mean_forward / qk_mean_backward on the GPU: the qk-mean skip term of CCA (docs/model.md §4.3, backward
 // §8.5 step 4), mirroring ops/cpu/qk_mean.cpp. One thread per channel of a token (C = (Hq+Hk)·d
 // per token); the mean over a kv group's G query heads is summed in the CPU's order.
 //   Q[h] = z_q[h] + ½(q⁰[h] + k⁰[g(h)]),   K[g] = z_k[g] + ½(mean_{h∈g} q⁰[h] + k⁰[g]).

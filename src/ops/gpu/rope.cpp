@@ -1,5 +1,5 @@
 // rope_tables on the GPU: the CPU's tables (ops/cpu/rope.cpp, fp32 powf/cosf/sinf of the C
-// library, C7) built on the host and copied to the device, so both backends hold the same bits
+// library, fp32 RoPE, docs/model.md §0.2.7) built on the host and copied to the device, so both backends hold the same bits
 // (the device's cosf/sinf are not correctly rounded). rope_forward/backward are in ops/gpu/rope.cu.
 #include <vector>
 

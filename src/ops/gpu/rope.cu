@@ -1,7 +1,7 @@
-// rope_forward / rope_backward on the GPU: partial NeoX rotary embedding in place (spec §4.6,
+// rope_forward / rope_backward on the GPU: partial NeoX rotary embedding in place (docs/model.md §4.6,
 // backward §8.5 step 2), mirroring ops/cpu/rope.cpp. One thread per rotated pair (n, h, i < m):
 // (x_i, x_{i+m}) turns by sign·angle of (n mod T, i); dims ≥ r = 2m pass through. The tables are
-// F32 (C7) and come from rope_tables (ops/gpu/rope.cpp: the CPU's values, copied).
+// F32 (fp32 RoPE, docs/model.md §0.2.7) and come from rope_tables (ops/gpu/rope.cpp: the CPU's values, copied).
 #include "ops/backend.h"
 #include "ops/gpu/common.cuh"
 

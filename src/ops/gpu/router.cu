@@ -1,7 +1,7 @@
-// router_select_forward / router_select_backward on the GPU (spec §5.3–5.5, §8.7), the CPU's
+// router_select_forward / router_select_backward on the GPU (docs/model.md §5.3–5.5, §8.7), the CPU's
 // formulas exactly (ops/cpu/router.cpp): per row, the softmax over the K classes with the max, the
-// exps and their sum in double (C2; sequentially, as the CPU, so the stored probabilities are the
-// CPU's up to the last bit of the device's double exp), the biased score p[e] + b[e] in f32 (C8)
+// exps and their sum in double (fp32 softmax, docs/model.md §0.2.2; sequentially, as the CPU, so the stored probabilities are the
+// CPU's up to the last bit of the device's double exp), the biased score p[e] + b[e] in f32 (fp32(p) + b, docs/model.md §0.2.8)
 // with ties to the lowest index, weight = the stored p[choice]. Rows are short (K ≈ 17), so one
 // thread owns a row; the backward is elementwise over N·K.
 #include "ops/backend.h"
@@ -23,7 +23,7 @@ __global__ void select_kernel(float* probs_NK, int32_t* choice_N, float* weight_
     double sum = 0;
     for (int64_t e = 0; e < K; ++e) sum += exp(double(l[e]) - max);
     for (int64_t e = 0; e < K; ++e) p[e] = float(exp(double(l[e]) - max) / sum);
-    // C8: the stored (rounded) probability plus the bias, in f32; strict > so ties → lowest.
+    // fp32(p) + b, docs/model.md §0.2.8: the stored (rounded) probability plus the bias, in f32; strict > so ties → lowest.
     int32_t best = 0;
     float best_score = p[0] + bias_K[0];
     for (int64_t e = 1; e < K; ++e) {

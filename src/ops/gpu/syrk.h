@@ -20,8 +20,8 @@
 // gain on so small a matrix), 512 → 2 blocks of 256 (3/4 of the full product's work), 1024 → 4
 // (5/8), 2048 → 8 of 256 (9/16), 4096 → 8 of 512. The triangle's share is (1 + 1/nb)/2, so 8 block
 // rows leave 12.5% over half; more rows would shrink each call below the size that fills an
-// H200-class device. A choice from the work count, NOT measured on a device (bench_gpu --only muon
-// measures the resulting Newton–Schulz against the general-GEMM one).
+// H200-class device. A choice from the work count (bench_gpu --only muon measures the resulting
+// Newton–Schulz against the general-GEMM one).
 #pragma once
 #include <cstdint>
 
