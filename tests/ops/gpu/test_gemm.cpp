@@ -335,8 +335,8 @@ TEST(GpuGemm, NeedsAGpuBuild) {
   EXPECT_FALSE(gpu::available());
   const gpu::Gemm g{};
   expect_error([&] { gpu::gemm(g, gpu::GemmEngine::Tiled); },
-               {"gemm", "this build has no GPU backend", "ZAYA_GPU=CUDA or HIP"});
-  expect_error([&] { gpu::gemm_engine_for(g); }, {"gemm", "this build has no GPU backend"});
+               {"GPU GEMM", "this build has no GPU backend", "ZAYA_GPU=CUDA or HIP"});
+  expect_error([&] { gpu::gemm_engine_for(g); }, {"GPU GEMM", "this build has no GPU backend"});
   EXPECT_FALSE(gpu::gemm_blaslt(g));
 }
 
