@@ -1,10 +1,10 @@
-// core/: dtype conversions, tensor views, arenas and the counter-based RNG.
+// core/: dtype conversions, tensor views and the counter-based RNG (arenas and host buffers:
+// test_arena.cpp, test_host_buffer.cpp).
 #include <cmath>
 #include <limits>
 
-#include "core/arena.h"
-#include "core/host_buffer.h"
 #include "core/rng.h"
+#include "core/tensor.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -55,39 +55,6 @@ TEST(TensorDeathTest, WrongDtypeAccessAborts) {
   Tensor t(buf.data(), {4});
   EXPECT_DEATH(t.ptr<double>(), "accessed as F64");
   EXPECT_DEATH(t.view({5}), "view");
-}
-
-TEST(Arena, AllocationsAreAlignedZeroedAndBounded) {
-  Arena arena(1024);
-  Tensor a = arena.alloc(DType::F32, {3});
-  Tensor b = arena.alloc(DType::F64, {5});
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 64, 0u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % 64, 0u);
-  EXPECT_EQ(arena.used(), 128u);
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(b.ptr<double>()[i], 0.0);
-  EXPECT_DEATH(arena.alloc(DType::F32, {1000}), "arena overflow");
-}
-
-TEST(HostBuffer, WholePagesZeroedAndMovable) {
-  HostBuffer empty;
-  EXPECT_EQ(empty.data(), nullptr);
-  EXPECT_EQ(empty.size(), 0u);
-  HostBuffer small(100, /*pin=*/true, "test memory");
-  EXPECT_EQ(small.size(), 4096u);  // whole 4 KiB pages below 2 MiB
-  if (!gpu::available()) {
-    EXPECT_FALSE(small.pinned());  // no device to lock it for
-  }
-  for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small.data()[i], 0) << i;
-  HostBuffer big((size_t(2) << 20) + 1, false, "test memory");
-  EXPECT_EQ(big.size(), size_t(4) << 20);  // whole 2 MiB pages from 2 MiB up
-  small.data()[5] = 42;
-  char* p = small.data();
-  HostBuffer moved(std::move(small));
-  EXPECT_EQ(moved.data(), p);
-  EXPECT_EQ(moved.data()[5], 42);
-  EXPECT_EQ(small.data(), nullptr);
-  moved = std::move(big);  // the old memory goes with `big`
-  EXPECT_EQ(moved.size(), size_t(4) << 20);
 }
 
 TEST(Rng, CounterBasedAndDeterministic) {
