@@ -35,13 +35,16 @@ fuzz:
 	done
 
 # The CUDA build (nvcc 13 at /usr/local/cuda; sm_90a + sm_80): everything, the GPU tests and
-# bench_gpu included. cuda-smoke runs what of it needs no GPU: the `gpu` tests (they skip without a
-# device) and bench_gpu (it says why it skips).
+# bench_gpu included. cuda-smoke builds and runs what of it needs no GPU: the binary, the `gpu`
+# tests (they skip without a device; the target gpu_checks) and bench_gpu (it says why it skips),
+# not the CPU tests, which the release build compiles and runs.
 cuda:
 	cmake --preset cuda >/dev/null
 	cmake --build --preset cuda -j $(JOBS)
 
-cuda-smoke: cuda
+cuda-smoke:
+	cmake --preset cuda >/dev/null
+	cmake --build --preset cuda -j $(JOBS) --target zaya bench_gpu gpu_checks
 	ctest --preset cuda -L gpu -j $(JOBS)
 	build/cuda/benchmarks/bench_gpu
 
