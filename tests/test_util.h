@@ -1,5 +1,5 @@
-// Shared test helpers: the tolerance table (docs/testing.md), random fills, closeness checks and a
-// central-difference numerical gradient in double.
+// Shared test helpers: the tolerance table (docs/testing.md), random fills, closeness checks, a
+// central-difference numerical gradient in double, and an environment variable set for a scope.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -19,6 +19,30 @@
 #include "test_paths.h"
 
 namespace zaya::test {
+
+// An environment variable set (or, with nullptr, unset) for a scope; the old value comes back at
+// its end.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    set(value);
+  }
+  ~ScopedEnv() { set(had_ ? old_.c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  void set(const char* value) {
+    if (value)
+      setenv(name_.c_str(), value, 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 
 // ---- tolerances (one table for the whole suite) ----
 inline constexpr double kOpAbs = 1e-5, kOpRel = 1e-5;  // CPU f32 op vs double reference

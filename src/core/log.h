@@ -1,4 +1,5 @@
-// Logging to stderr. Levels: info (default), quiet (errors only), debug (ZAYA_LOG=debug).
+// Logging to stderr; a command's results go to stdout instead (core/output.h, the rule of
+// docs/cli.md). Levels: info (default), quiet (errors only), debug (ZAYA_LOG=debug).
 #pragma once
 #include <fmt/format.h>
 

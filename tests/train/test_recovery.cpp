@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/checkpoint.h"
 #include "model/model.h"
 #include "test_util.h"
-#include "checkpoint/checkpoint.h"
-#include "train/trainer.h"
 #include "train/tiny_data.h"
+#include "train/trainer.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -20,9 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // ZAYA_FAULT for the scope of one test.
-struct FaultEnv {
-  explicit FaultEnv(const char* spec) { ::setenv("ZAYA_FAULT", spec, 1); }
-  ~FaultEnv() { ::unsetenv("ZAYA_FAULT"); }
+struct FaultEnv : ScopedEnv {
+  explicit FaultEnv(const char* spec) : ScopedEnv("ZAYA_FAULT", spec) {}
 };
 
 std::vector<nlohmann::json> metrics(const std::string& path) {

@@ -94,29 +94,10 @@ TEST(GpuAttention, Zaya1BaseShape) {
   check_attention({1, 512, 8, 2, 128}, 3000);
 }
 
-// ZAYA_GPU_ATTENTION for a scope (the GEMM path of the training attention).
-class ScopedAttentionPath {
- public:
-  explicit ScopedAttentionPath(const char* value) {
-    if (const char* old = std::getenv("ZAYA_GPU_ATTENTION")) old_ = old, had_ = true;
-    setenv("ZAYA_GPU_ATTENTION", value, 1);
-  }
-  ~ScopedAttentionPath() {
-    if (had_)
-      setenv("ZAYA_GPU_ATTENTION", old_.c_str(), 1);
-    else
-      unsetenv("ZAYA_GPU_ATTENTION");
-  }
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
-
 // ZAYA_GPU_ATTENTION=gemm: the same checks through GEMMs over score blocks.
 TEST(GpuAttention, GemmPathOddSizesAndZaya1BaseShape) {
   ZAYA_REQUIRE_GPU();
-  const ScopedAttentionPath gemm("gemm");
+  const ScopedEnv gemm("ZAYA_GPU_ATTENTION", "gemm");
   uint64_t seed = 5000;
   for (int64_t T : odd_sizes())
     for (int64_t d : {4, 16, 128})
@@ -130,13 +111,13 @@ TEST(GpuAttention, GemmPathOddSizesAndZaya1BaseShape) {
 // 8200 positions: score blocks of 2^26 / 8200 = 8184 query rows, so two blocks per head.
 TEST(GpuAttention, GemmPathInTwoScoreBlocks) {
   ZAYA_REQUIRE_GPU();
-  const ScopedAttentionPath gemm("gemm");
+  const ScopedEnv gemm("ZAYA_GPU_ATTENTION", "gemm");
   check_attention({1, 8200, 1, 1, 4}, 7000);
 }
 
 TEST(GpuAttention, UnknownPathIsAnError) {
   ZAYA_REQUIRE_GPU();
-  const ScopedAttentionPath bogus("fastest");
+  const ScopedEnv bogus("ZAYA_GPU_ATTENTION", "fastest");
   DevicePair q = random_pair(DType::F32, {1, 3, 1, 4}, 1);
   DevicePair o(DType::F32, {1, 3, 1, 4}), lse(DType::F32, {1, 1, 3});
   EXPECT_THROW(ops::attention_forward(o.gpu, lse.gpu, q.gpu, q.gpu, q.gpu), Error);

@@ -133,25 +133,6 @@ void check_tiled(const Case& k, uint64_t seed, double tol = kGpuF32Nmse) {
 const DType kF32 = DType::F32, kBF16 = DType::BF16;
 
 // Sets ZAYA_GPU_GEMM for a scope (unset with nullptr), restoring the previous value.
-struct EnvGemm {
-  std::string old;
-  bool had;
-  explicit EnvGemm(const char* v) {
-    const char* o = std::getenv("ZAYA_GPU_GEMM");
-    had = o != nullptr;
-    if (had) old = o;
-    if (v)
-      setenv("ZAYA_GPU_GEMM", v, 1);
-    else
-      unsetenv("ZAYA_GPU_GEMM");
-  }
-  ~EnvGemm() {
-    if (had)
-      setenv("ZAYA_GPU_GEMM", old.c_str(), 1);
-    else
-      unsetenv("ZAYA_GPU_GEMM");
-  }
-};
 
 }  // namespace
 
@@ -272,13 +253,13 @@ TEST(GpuGemm, DispatchRunsEitherEngine) {
   ZAYA_REQUIRE_GPU();
   const Case k{257, 129, 65, false, true, kF32, kF32, 1.0f, 1.0f};
   for (const char* env : {static_cast<const char*>(nullptr), "tiled", "auto"}) {
-    EnvGemm e(env);
+    ScopedEnv e("ZAYA_GPU_GEMM", env);
     Problem s = make_problem(k, 800);
     gpu::gemm(s.g);
     expect_result(s.c, reference(k, s), k.M, k.N, kGpuF32Nmse, "gemm() " + describe(k));
   }
   // Mixed dtypes under Auto go to the tiled kernel.
-  EnvGemm e(nullptr);
+  ScopedEnv e("ZAYA_GPU_GEMM", nullptr);
   const Case mixed{33, 257, 31, false, true, kF32, kBF16};
   Problem s = make_problem(mixed, 801);
   gpu::gemm(s.g);
@@ -296,25 +277,25 @@ TEST(GpuGemm, EngineChoiceFollowsEnvironment) {
   const GemmEngine lib = GemmEngine::Tiled;
 #endif
   {
-    EnvGemm e(nullptr);
+    ScopedEnv e("ZAYA_GPU_GEMM", nullptr);
     EXPECT_EQ(gpu::gemm_engine_for(same), lib);
     EXPECT_EQ(gpu::gemm_engine_for(mixed), GemmEngine::Tiled);
   }
   {
-    EnvGemm e("");
+    ScopedEnv e("ZAYA_GPU_GEMM", "");
     EXPECT_EQ(gpu::gemm_engine_for(same), lib);
   }
   {
-    EnvGemm e("auto");
+    ScopedEnv e("ZAYA_GPU_GEMM", "auto");
     EXPECT_EQ(gpu::gemm_engine_for(same), lib);
   }
   {
-    EnvGemm e("tiled");
+    ScopedEnv e("ZAYA_GPU_GEMM", "tiled");
     EXPECT_EQ(gpu::gemm_engine_for(same), GemmEngine::Tiled);
     EXPECT_EQ(gpu::gemm_engine_for(mixed), GemmEngine::Tiled);
   }
   {
-    EnvGemm e("blaslt");
+    ScopedEnv e("ZAYA_GPU_GEMM", "blaslt");
 #if defined(ZAYA_GPU_CUDA)
     expect_error([&] { gpu::gemm_engine_for(mixed); }, {"ZAYA_GPU_GEMM", "dtypes"});
     EXPECT_EQ(gpu::gemm_engine_for(same), GemmEngine::BlasLt);
@@ -324,7 +305,7 @@ TEST(GpuGemm, EngineChoiceFollowsEnvironment) {
 #endif
   }
   {
-    EnvGemm e("cublas");
+    ScopedEnv e("ZAYA_GPU_GEMM", "cublas");
     expect_error([&] { gpu::gemm_engine_for(same); }, {"ZAYA_GPU_GEMM=cublas", "tiled"});
   }
 }

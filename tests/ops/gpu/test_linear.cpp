@@ -62,19 +62,17 @@ const char* const kEngines[] = {"auto", "tiled"};
 
 void check_forward(const Shape& s, DType wdt, bool bias, bool accumulate, uint64_t seed) {
   for (const char* engine : kEngines) {
-    setenv("ZAYA_GPU_GEMM", engine, 1);
+    const ScopedEnv e("ZAYA_GPU_GEMM", engine);
     check_forward_once(s, wdt, bias, accumulate, seed, engine);
   }
-  unsetenv("ZAYA_GPU_GEMM");
 }
 
 void check_backward(const Shape& s, bool with_dx, bool with_dw, bool with_db, bool accumulate_dx,
                     uint64_t seed) {
   for (const char* engine : kEngines) {
-    setenv("ZAYA_GPU_GEMM", engine, 1);
+    const ScopedEnv e("ZAYA_GPU_GEMM", engine);
     check_backward_once(s, with_dx, with_dw, with_db, accumulate_dx, seed, engine);
   }
-  unsetenv("ZAYA_GPU_GEMM");
 }
 
 }  // namespace

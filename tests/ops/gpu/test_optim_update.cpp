@@ -30,7 +30,7 @@ std::string shape(int64_t r, int64_t c) {
 void check_newton_schulz(int64_t rows, int64_t cols, int steps, bool symmetric, bool alias,
                          uint64_t seed) {
   for (const char* engine : {"auto", "tiled"}) {
-    setenv("ZAYA_GPU_GEMM", engine, 1);
+    const ScopedEnv e("ZAYA_GPU_GEMM", engine);
     DevicePair g = random_pair(DType::F32, {rows, cols}, seed);
     DevicePair out(DType::F32, {rows, cols});
     ops::newton_schulz(alias ? g.cpu : out.cpu, g.cpu, steps, symmetric);
@@ -40,7 +40,6 @@ void check_newton_schulz(int64_t rows, int64_t cols, int steps, bool symmetric, 
                              " engine " + engine;
     expect_nmse(alias ? g : out, kGpuF32Nmse, what.c_str());
   }
-  unsetenv("ZAYA_GPU_GEMM");
 }
 
 // Non-negative values (squares of normals): second moments.

@@ -16,25 +16,6 @@ namespace {
 
 constexpr DType kF32 = DType::F32;
 
-// ZAYA_GPU_ATTENTION set for a scope.
-class ScopedAttentionPath {
- public:
-  explicit ScopedAttentionPath(const char* value) {
-    if (const char* old = std::getenv("ZAYA_GPU_ATTENTION")) old_ = old, had_ = true;
-    setenv("ZAYA_GPU_ATTENTION", value, 1);
-  }
-  ~ScopedAttentionPath() {
-    if (had_)
-      setenv("ZAYA_GPU_ATTENTION", old_.c_str(), 1);
-    else
-      unsetenv("ZAYA_GPU_ATTENTION");
-  }
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
-
 }  // namespace
 
 TEST(GpuSupport, F64IsAnErrorForTheModelsOps) {
@@ -95,7 +76,7 @@ TEST(GpuSupport, RowsAtTheLimitCompute) {
 
 TEST(GpuSupport, HeadsLargerThanTheFlashKernelsAreAnErrorUnlessTheGemmPath) {
   ZAYA_REQUIRE_GPU();
-  const ScopedAttentionPath flash("flash");
+  const ScopedEnv flash("ZAYA_GPU_ATTENTION", "flash");
   const int64_t d = zaya::gpu::kFlashMaxHead + 1;
   DevicePair q = random_pair(kF32, {1, 3, 1, d}, 1), k = random_pair(kF32, {1, 3, 1, d}, 2);
   DevicePair v = random_pair(kF32, {1, 3, 1, d}, 3), o(kF32, {1, 3, 1, d}), lse(kF32, {1, 1, 3});
@@ -109,7 +90,7 @@ TEST(GpuSupport, HeadsLargerThanTheFlashKernelsAreAnErrorUnlessTheGemmPath) {
       },
       {"attention_backward: " + head});
 
-  const ScopedAttentionPath gemm("gemm");
+  const ScopedEnv gemm("ZAYA_GPU_ATTENTION", "gemm");
   ops::attention_forward(o.cpu, lse.cpu, q.cpu, k.cpu, v.cpu);
   ops::attention_forward(o.gpu, lse.gpu, q.gpu, k.gpu, v.gpu);
   expect_nmse(o, kGpuF32Nmse, "o");
