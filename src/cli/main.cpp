@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_bench_command);
   add(zaya::cli::add_preflight_command);
   add(zaya::cli::add_supervise_command);
+  add(zaya::cli::add_plot_command);
   add(zaya::cli::add_tune_command);
   try {
     app.parse(argc, argv);
