@@ -48,12 +48,12 @@ Range y_range(const std::vector<Point>& a, const std::vector<Point>& b = {}) {
   return r;
 }
 
-// The loss smoothed by a centred moving average over about a 60th of the run, the window
+// The loss smoothed by a centred moving average over about a 40th of the run, the window
 // shrinking symmetrically at the ends (so the curve neither lags, as a trailing average does, nor
 // bends at the ends): empty below kSmoothFrom points.
 std::vector<Point> smoothed(const std::vector<Point>& p) {
   if (p.size() < kSmoothFrom) return {};
-  const int64_t n = int64_t(p.size()), h = std::clamp<int64_t>(n / 120, 2, 250);
+  const int64_t n = int64_t(p.size()), h = std::clamp<int64_t>(n / 80, 2, 250);
   std::vector<double> prefix(p.size() + 1, 0);
   for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + p[i].y;
   std::vector<Point> out(p.size());
