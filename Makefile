@@ -21,7 +21,7 @@ debug:
 # new inputs go to build/fuzz/corpus/NAME, findings (crash-*, leak-*, timeout-*) to
 # build/fuzz/findings/ (copy them into fuzz/corpus/NAME once fixed, as regression inputs).
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS ?= safetensors config tokenizer shards toml openai
+FUZZ_TARGETS ?= safetensors config tokenizer shards toml openai run_data
 fuzz:
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))

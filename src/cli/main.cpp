@@ -1,16 +1,20 @@
 // zaya: one binary, one subcommand per file in src/cli/. User errors (zaya::Error) print one
-// "zaya: error: …" line and exit 1, and so do bad flags (flags.cpp).
+// "zaya: error: …" line and exit 1, and so do bad flags (flags.cpp). `zaya --version` prints
+// version.h's line on stdout and exits 0.
 #include <cstdio>
 #include <exception>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/version.h"
 #include "core/assert.h"
 #include "core/heartbeat.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"zaya — train and run ZAYA1-architecture mixture-of-experts language models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", zaya::cli::version_line(zaya::cli::kBuildInfo),
+                       "print the version, the commit and the build's configuration, and exit");
   std::vector<std::pair<CLI::App*, zaya::cli::Action>> commands;
   auto add = [&](zaya::cli::Action (*reg)(CLI::App&)) {
     size_t before = app.get_subcommands({}).size();
@@ -29,6 +33,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_bench_command);
   add(zaya::cli::add_preflight_command);
   add(zaya::cli::add_supervise_command);
+  add(zaya::cli::add_plot_command);
   add(zaya::cli::add_tune_command);
   try {
     app.parse(argc, argv);
