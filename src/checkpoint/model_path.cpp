@@ -75,8 +75,24 @@ std::string did_you_mean(const fs::path& p) {
   return fmt::format("did you mean {}? ({})", p.string(), kind_of(p));
 }
 
+// For an existing directory that is none of the three: a model/ inside it, or the models,
+// checkpoints and runs directly inside it (a folder of runs). "" if none.
+std::string near_existing(const fs::path& p) {
+  if (is_model_dir(p / "model")) return did_you_mean(p / "model");
+  std::vector<std::string> inside;
+  for (const fs::path& e : entries(p))
+    if (!kind_of(e).empty()) inside.push_back(e.string());
+  if (inside.empty()) return "";
+  if (inside.size() == 1) return did_you_mean(inside[0]);
+  std::string list;
+  for (size_t i = 0; i < inside.size() && i < 4; ++i) list += (i ? ", " : "") + inside[i];
+  return fmt::format("{} holds {} models, checkpoints or runs, e.g. {}: name one", p.string(),
+                     inside.size(), list);
+}
+
 // A usable path near the missing `p`: a sibling of the same step (step_150 for step_00000150) or
-// a typo away, else its parent, else (the parent missing too) the same one level up. "" if none.
+// a typo away, else its parent, else what its parent holds (near_existing), else (the parent
+// missing too) the same one level up. "" if none.
 std::string near_missing(const fs::path& p) {
   const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   std::error_code ec;
@@ -94,22 +110,7 @@ std::string near_missing(const fs::path& p) {
   }
   if (!best.empty()) return did_you_mean(best);
   if (!kind_of(parent).empty()) return did_you_mean(parent);
-  return "";
-}
-
-// For an existing directory that is none of the three: a model/ inside it, or the models,
-// checkpoints and runs directly inside it (a folder of runs). "" if none.
-std::string near_existing(const fs::path& p) {
-  if (is_model_dir(p / "model")) return did_you_mean(p / "model");
-  std::vector<std::string> inside;
-  for (const fs::path& e : entries(p))
-    if (!kind_of(e).empty()) inside.push_back(e.string());
-  if (inside.empty()) return "";
-  if (inside.size() == 1) return did_you_mean(inside[0]);
-  std::string list;
-  for (size_t i = 0; i < inside.size() && i < 4; ++i) list += (i ? ", " : "") + inside[i];
-  return fmt::format("it holds {} models, checkpoints or runs, e.g. {}: name one", inside.size(),
-                     list);
+  return near_existing(parent);  // e.g. runs/NAME/checkpoints beside the missing runs/NAME/final
 }
 
 // The model's short name: a checkpoint's model takes its run's name (runs/NAME/step_N/model), and

@@ -102,6 +102,13 @@ TEST(ModelPath, NearMissesNameTheModelMeant) {
   // A checkpoint's other files name the checkpoint.
   expect_error([&] { resolve_model_path(step + "/manifest.json"); },
                {"is not a model directory", "did you mean " + step + "? (a checkpoint)"});
+  // A run kept in runs/NAME/checkpoints (as configs/*.toml set checkpoint.dir): runs/NAME and a
+  // folder beside checkpoints/ name it.
+  save_checkpoint(dir / "kjv/checkpoints", 7, m, make_data(7, opt), 0);
+  const std::string kjv = dir / "kjv/checkpoints";
+  expect_error([&] { resolve_model_path(dir / "kjv"); }, {"did you mean " + kjv + "? (a run)"});
+  expect_error([&] { resolve_model_path(dir / "kjv/final"); },
+               {"did you mean " + kjv + "? (a run)"});
   // A copy of a model kept in a model/ folder elsewhere.
   m.save_dir(dir / "kept/model");
   expect_error([&] { resolve_model_path(dir / "kept"); },
