@@ -1,7 +1,9 @@
 // Where a `--model` argument's weights are. Users name a model directory (config.json +
 // safetensors), but also what they have at hand after training: a checkpoint (step_N/, whose
 // model/ holds the weights), a whole run (the newest step_N that verifies), or a file inside a
-// model directory (its config.json or a .safetensors file). docs/cli.md lists the rules.
+// model directory (its config.json, a .safetensors file, its tokenizer.json). docs/cli.md lists
+// the rules; the commands that read a model resolve their argument here, so they all accept the
+// same things and say the same things about them.
 #pragma once
 #include <string>
 
@@ -10,11 +12,21 @@ namespace zaya {
 struct ModelPath {
   std::string dir;   // the model directory: config.json + safetensors
   std::string note;  // how `dir` was found from the argument; empty when the argument was `dir`
+  // A short name for the model: the run's name for a checkpoint's model (NAME in
+  // runs/NAME/step_N/model, or in runs/NAME/checkpoints/step_N/model), else the model
+  // directory's own name. `zaya serve` serves it under this name.
+  std::string name;
 };
 
 // Resolves `arg` as above; throws zaya::Error naming the argument when it is none of them (with a
-// "did you mean …?" where a near path is one), or when a run holds checkpoints none of which
-// verifies.
-ModelPath resolve_model_path(const std::string& arg);
+// "did you mean …?" where a near path is one: a parent that is a model, checkpoint or run, a
+// sibling a typo away, the same step written without its zero padding, a model/ inside it, or the
+// runs inside a folder of runs), or when the checkpoint named (or every checkpoint of the run
+// named) fails to verify. `flag` names the argument in messages (a positional one: "IN").
+ModelPath resolve_model_path(const std::string& arg, const std::string& flag = "--model");
+
+// The line a command prints (on stderr) about what it resolved: "model DIR (NOTE)", or "" when
+// the argument was the model directory itself (nothing to say).
+std::string model_path_line(const ModelPath& p);
 
 }  // namespace zaya

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
@@ -64,11 +65,15 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   if (a.bf16 && a.model.empty()) fail("--bf16 applies to --model (a --config model takes --dtype)");
   Timer load;
   std::unique_ptr<InferModel> im;
-  if (!a.model.empty())
-    im = std::make_unique<InferModel>(InferModel::load_dir(a.model, a.bf16));
-  else
+  if (!a.model.empty()) {
+    const ModelPath mp = resolve_model_path(a.model);
+    if (const std::string line = model_path_line(mp); !line.empty())
+      std::fprintf(stderr, "bench decode: %s\n", line.c_str());
+    im = std::make_unique<InferModel>(InferModel::load_dir(mp.dir, a.bf16));
+  } else {
     im = std::make_unique<InferModel>(InferModel::random(
         load_config(a.config), a.seed, a.dtype == "bf16" ? DType::BF16 : DType::F32));
+  }
   const ZayaConfig& c = im->config();
   const int64_t B = a.batch, P = a.prompt_tokens, N = a.tokens, V = c.vocab_size;
   if (P + N > c.max_position_embeddings)
@@ -197,7 +202,8 @@ Action add_bench_decode_command(CLI::App& bench) {
   auto a = std::make_shared<BenchDecodeArgs>();
   CLI::App* sub = bench.add_subcommand(
       "decode", "Decode tokens/s against the memory-bandwidth bound measured in the same run");
-  sub->add_option("--model", a->model, "model directory (weights used in their stored dtype)");
+  sub->add_option("--model", a->model,
+                  "model directory, checkpoint or run (weights used in their stored dtype)");
   sub->add_option("--config", a->config,
                   "config.json of a random model instead (e.g. configs/models/decode-bench.json)")
       ->check(CLI::ExistingFile);

@@ -1,9 +1,11 @@
 // zaya convert --to native|original IN OUT [--max-shard-bytes N]
-// Rewrites a model directory in the other checkpoint layout (docs/checkpoint-layouts.md): the
-// config in the target schema, every tensor renamed (experts stacked or unstacked) with its dtype
-// and bits unchanged, sharded with an index above --max-shard-bytes. Other files of IN (tokenizer,
-// generation config) are copied. Warns when a router's balancing biases let the skip class win,
-// since the two layouts' semantics then give different outputs.
+// IN is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
+// model directory; what it picked goes to stderr). Rewrites the model directory in the other
+// checkpoint layout (docs/checkpoint-layouts.md): the config in the target schema, every tensor
+// renamed (experts stacked or unstacked) with its dtype and bits unchanged, sharded with an index
+// above --max-shard-bytes. Other files of IN (tokenizer, generation config) are copied. Warns when
+// a router's balancing biases let the skip class win, since the two layouts' semantics then give
+// different outputs.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -11,8 +13,10 @@
 #include <memory>
 #include <string>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/log.h"
 #include "io/model_dir.h"
 #include "model/param_layout.h"
 
@@ -48,9 +52,12 @@ std::vector<int64_t> skip_can_win(const ZayaConfig& c, const SafeTensors& st,
   return layers;
 }
 
-int run_convert(const ConvertArgs& a) {
-  const Semantics to = a.to == "native" ? Semantics::Native : Semantics::Original;
-  if (!fs::is_directory(a.in)) fail("model directory '{}' does not exist", a.in);
+int run_convert(const ConvertArgs& args) {
+  const Semantics to = args.to == "native" ? Semantics::Native : Semantics::Original;
+  const ModelPath mp = resolve_model_path(args.in, "IN");
+  if (const std::string line = model_path_line(mp); !line.empty()) log_info("convert: {}", line);
+  ConvertArgs a = args;
+  a.in = mp.dir;
   std::error_code ec;
   if (fs::exists(a.out) && fs::equivalent(a.in, a.out, ec))
     fail("OUT '{}' is IN: write the converted model to another directory", a.out);

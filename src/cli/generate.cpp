@@ -1,17 +1,21 @@
-// zaya generate --model DIR [--prompt TEXT | --prompt-ids "1 2 3"] [--max-new-tokens N]
+// zaya generate --model M [--prompt TEXT | --prompt-ids "1 2 3"] [--max-new-tokens N]
 //               [--temperature T --top-k K --top-p P --min-p M --repetition-penalty R --seed S]
 //               [--stop STR ...] [--ids] [--num-samples N] [--no-bos] [--ignore-eos]
-//               [--tokenizer FILE] [--quiet]
-// Streams generated text to stdout as it is decoded (one sample), or prints each of N samples —
-// decoded together as one batch, seeds S … S+N−1 — when it ends. --ids prints the generated ids
-// (one line per sample, space-separated) instead of text. Prompt and decode rates go to stderr.
+//               [--max-context N] [--tokenizer FILE] [--quiet]
+// M is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
+// model directory); the tokenizer, the context and the special ids come from the model directory
+// (infer/model_files.h). Streams generated text to stdout as it is decoded (one sample), or prints
+// each of N samples — decoded together as one batch, seeds S … S+N−1 — when it ends. --ids prints
+// the generated ids (one line per sample, space-separated) instead of text. What it picked, and
+// the prompt and decode rates, go to stderr; --quiet drops those and keeps the text.
+#include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
@@ -19,6 +23,7 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
+#include "infer/model_files.h"
 
 namespace zaya::cli {
 
@@ -27,7 +32,8 @@ namespace {
 struct GenerateArgs {
   std::string model, prompt, prompt_ids, tokenizer;
   SamplingParams sampling;
-  int64_t num_samples = 1, max_batch = 8;
+  int64_t num_samples = 1, max_batch = 8, max_context = 0;
+  bool max_new_tokens_given = false;  // --max-new-tokens on the command line (else: what fits)
   bool ids = false, no_bos = false, quiet = false, bf16 = false, echo = false;
 };
 
@@ -56,35 +62,64 @@ int run_generate(GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
     fail("give exactly one of --prompt TEXT or --prompt-ids \"1 2 3\"");
   a.sampling.validate();  // before the (possibly slow) model load
-  Timer load_timer;
-  const InferModel model = InferModel::load_dir(a.model, a.bf16);
-  const ZayaConfig& c = model.config();
+  const ModelPath mp = resolve_model_path(a.model);
+  if (const std::string line = model_path_line(mp); !line.empty()) log_info("generate: {}", line);
+  const ModelExtras extras = read_model_extras(mp.dir);
 
-  // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out.
+  // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out. Read before
+  // the weights, so that a missing one costs no load.
   std::unique_ptr<Tokenizer> tok;
-  std::string tok_path = a.tokenizer;
-  if (tok_path.empty() &&
-      std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
-    tok_path = (std::filesystem::path(a.model) / "tokenizer.json").string();
+  const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
   const bool need_tok = !a.prompt.empty() || !a.ids || !a.sampling.stop.empty();
   if (!tok_path.empty()) {
     tok = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
   } else if (need_tok) {
-    fail(
-        "{}: no tokenizer.json in the model directory; pass --tokenizer FILE, or use "
-        "--prompt-ids with --ids",
-        a.model);
+    fail_no_tokenizer(mp.dir, "use --prompt-ids with --ids");
   }
+
+  Timer load_timer;
+  const InferModel model = InferModel::load_dir(mp.dir, a.bf16);
+  const ZayaConfig& c = model.config();
+  const ContextLimit ctx = choose_context(c, extras, a.max_context);
+  std::vector<std::string> warnings = ctx.warnings;
+  if (tok) warnings.push_back(tokenizer_fit_warning(*tok, tok_path, c));
+  for (const std::string& w : warnings)
+    if (!w.empty()) fmt::print(stderr, "zaya: warning: {}\n", w);
 
   std::vector<int32_t> prompt;
   if (!a.prompt_ids.empty()) {
     prompt = parse_ids(a.prompt_ids);
   } else {
-    if (!a.no_bos && tok->bos_id() >= 0) prompt.push_back(tok->bos_id());
+    const int32_t bos = bos_id(c, extras, tok.get());
+    if (!a.no_bos && bos >= 0) prompt.push_back(bos);
     tok->encode(a.prompt, prompt);
   }
 
-  Engine engine(model, tok.get(), {a.max_batch, 0, 512});
+  // The context bounds prompt + generated tokens: a prompt that does not fit is refused naming
+  // both numbers; --max-new-tokens defaults to what fits (at most 128).
+  const int64_t P = int64_t(prompt.size());
+  const std::string raise =
+      ctx.tokens < ctx.max_positions
+          ? fmt::format(" (--max-context up to {}, max_position_embeddings, goes further)",
+                        ctx.max_positions)
+          : "";
+  if (P >= ctx.tokens)
+    fail("the prompt has {} tokens, but the model's context is {} tokens ({}); shorten it{}", P,
+         ctx.tokens, ctx.source, raise);
+  if (!a.max_new_tokens_given) {
+    a.sampling.max_new_tokens = std::min(a.sampling.max_new_tokens, ctx.tokens - P);
+  } else if (a.sampling.max_new_tokens > ctx.tokens - P) {
+    fail(
+        "the prompt ({} tokens) plus --max-new-tokens ({}) exceeds the model's context of {} "
+        "tokens ({}); at most {} new tokens fit{}",
+        P, a.sampling.max_new_tokens, ctx.tokens, ctx.source, ctx.tokens - P, raise);
+  }
+
+  EngineOptions eo;
+  eo.max_batch = a.max_batch;
+  eo.max_context = ctx.tokens;
+  eo.eos_ids = eos_ids(c, extras);
+  Engine engine(model, tok.get(), eo);
   const int64_t N = a.num_samples;
   std::vector<std::string> texts(static_cast<size_t>(N));
   std::vector<std::vector<int32_t>> out_ids(static_cast<size_t>(N));
@@ -107,8 +142,10 @@ int run_generate(GenerateArgs& a) {
   }
   // The status line first, whole, on stderr; then (--echo) the prompt and the text on stdout, so
   // a terminal shows the status on a line of its own.
-  log_info("generate: {} ({} sub-layers, {} weights), prompt {} tokens, loaded in {:.2f}s", a.model,
-           c.num_layers(), dtype_name(model.matrix_dtype()), prompt.size(), load_timer.seconds());
+  log_info(
+      "generate: {} ({} sub-layers, {} weights), context {}, prompt {} tokens, loaded in {:.2f}s",
+      mp.dir, c.num_layers(), dtype_name(model.matrix_dtype()), engine.max_context(), P,
+      load_timer.seconds());
   std::fflush(stderr);
   if (stream && a.echo) {
     std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
@@ -144,11 +181,23 @@ int run_generate(GenerateArgs& a) {
 Action add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a model directory");
-  sub->add_option("--model", a->model, "model directory (config.json + safetensors)")->required();
+  sub->add_option("--model", a->model,
+                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
+                  "file in a model directory")
+      ->required();
   sub->add_option("--prompt", a->prompt, "prompt text (BOS is prepended unless --no-bos)");
   sub->add_option("--prompt-ids", a->prompt_ids, "prompt as token ids, e.g. \"2 651 1234\"");
-  sub->add_option("--max-new-tokens", a->sampling.max_new_tokens, "tokens to generate at most")
-      ->capture_default_str();
+  sub->add_option_function<int64_t>(
+      "--max-new-tokens",
+      [a](int64_t n) {
+        a->sampling.max_new_tokens = n;
+        a->max_new_tokens_given = true;
+      },
+      "tokens to generate at most (default 128, or what fits the context)");
+  sub->add_option("--max-context", a->max_context,
+                  "prompt + generated tokens at most (default: the trained context; up to "
+                  "max_position_embeddings)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   sub->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
   sub->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)")
       ->capture_default_str();
@@ -170,7 +219,7 @@ Action add_generate_command(CLI::App& app) {
   sub->add_flag("--ids", a->ids, "print generated token ids instead of text");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to a text prompt");
   sub->add_flag("--ignore-eos", a->sampling.ignore_eos, "keep generating past EOS");
-  sub->add_flag("--quiet", a->quiet, "no load/rate lines on stderr");
+  sub->add_flag("--quiet", a->quiet, "no load/rate lines on stderr (the text is still printed)");
   sub->add_flag("--echo", a->echo,
                 "print the prompt text before the generated text (one streamed text sample)");
   sub->add_flag(

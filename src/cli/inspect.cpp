@@ -1,15 +1,22 @@
-// zaya inspect DIR_or_CONFIG [--seq-len T] [--json]
-// The schema and layout read (original or transformers-native), then
+// zaya inspect MODEL_or_CONFIG [--seq-len T] [--json]
+// MODEL is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
+// model directory; what it picked goes to stderr); a config.json outside a model directory is
+// read alone. The schema and layout read (original or transformers-native), the trained context
+// of a model directory (tokenizer_config.json's model_max_length) and max_position_embeddings, then
 // parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
 // per token next to full multi-head attention of the same width.
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/log.h"
 #include "infer/cache.h"
+#include "io/model_extras.h"
 #include "model/inspect.h"
 
 namespace zaya::cli {
@@ -41,10 +48,31 @@ std::string human_bytes(double b) {
 
 int run_inspect(const InspectArgs& a) {
   namespace fs = std::filesystem;
+  // A .json file is read as a config (a config.json brings its model directory's extras); a
+  // model directory's other files, and directories, are --model arguments.
   std::string cfg_path = a.path;
-  if (fs::is_directory(cfg_path)) cfg_path = (fs::path(cfg_path) / "config.json").string();
+  ModelExtras extras;
+  std::error_code ec;
+  const std::string name = fs::path(a.path).filename().string();
+  const bool config_file = fs::is_regular_file(a.path, ec) && name.ends_with(".json") &&
+                           name != "tokenizer.json" && name != "tokenizer_config.json" &&
+                           name != "generation_config.json" &&
+                           name != "model.safetensors.index.json";
+  if (config_file && name == "config.json") {
+    const fs::path dir = fs::path(a.path).parent_path();
+    extras = read_model_extras(dir.empty() ? "." : dir.string());
+  } else if (!config_file) {
+    const ModelPath mp = resolve_model_path(a.path, "MODEL");
+    if (const std::string line = model_path_line(mp); !line.empty()) log_info("inspect: {}", line);
+    cfg_path = (fs::path(mp.dir) / "config.json").string();
+    extras = read_model_extras(mp.dir);
+  }
   ConfigSchema schema;
   const ZayaConfig c = load_config(cfg_path, &schema);
+  // The trained context: model_max_length when given (capped, as generate and serve cap it).
+  const int64_t trained = extras.model_max_length > 0
+                              ? std::min(extras.model_max_length, c.max_position_embeddings)
+                              : c.max_position_embeddings;
   const ModelFacts f = model_facts(c, a.seq_len);
   const double flops = f.flops_matmul_per_token + f.flops_attention_per_token;
   const int64_t bf16 = 2;
@@ -52,6 +80,8 @@ int run_inspect(const InspectArgs& a) {
     nlohmann::json j = {
         {"layout", semantics_name(c.semantics)},
         {"schema", schema_name(schema)},
+        {"max_position_embeddings", c.max_position_embeddings},
+        {"trained_context", trained},
         {"params_total", f.params_total},
         {"params_without_embedding", f.params_no_embedding},
         {"params_active_without_embedding", f.params_active_no_embedding},
@@ -78,6 +108,12 @@ int run_inspect(const InspectArgs& a) {
              c.semantics == Semantics::Native
                  ? "transformers' ZAYA: skip class outputs 0, L2 norm clamped at f32 eps"
                  : "Zyphra's original: skip class outputs p·x, plain L2 norm");
+  if (extras.model_max_length > 0)
+    fmt::print("context                {} tokens trained (tokenizer_config.json), {} positions\n",
+               trained, c.max_position_embeddings);
+  else
+    fmt::print("context                {} positions (max_position_embeddings)\n",
+               c.max_position_embeddings);
   fmt::print("sub-layers             {} ({} CCA attention, {} MoE)\n", c.num_layers(),
              f.attention_layers, f.moe_layers);
   fmt::print("parameters             {}\n", billions(f.params_total));
@@ -106,7 +142,9 @@ Action add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand(
       "inspect", "Parameter counts, FLOPs per token and KV-cache size of a model or config");
-  sub->add_option("path", args->path, "model directory or config.json")->required();
+  sub->add_option("path", args->path,
+                  "model directory, checkpoint, run, file in a model directory, or a config.json")
+      ->required();
   sub->add_option("--seq-len", args->seq_len, "context length for the attention FLOPs")
       ->check(positive_number());
   sub->add_flag("--json", args->json, "print the figures as JSON");

@@ -1,10 +1,15 @@
-// zaya serve --model DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
+// zaya serve --model M [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
-//            [--request-timeout SECONDS]
-// The OpenAI-compatible server (serve/server.h, docs/serving.md). Prints one startup line on
-// stdout once it listens (with the real port, so --port 0 picks a free one):
+//            [--request-timeout SECONDS] [--quiet]
+// The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
+// resolve_model_path takes; the tokenizer, the context and the special ids come from the model
+// directory (infer/model_files.h), the served name from its path (a run's name for a checkpoint's
+// model). Streams follow the rule of docs/cli.md: stdout carries one line, the result a script
+// waits for — printed once the server listens, with the real port (so --port 0 picks a free one):
 //   zaya serve: NAME (PARAMS params, DTYPE) on http://HOST:PORT — KV cache N bytes/token, max
 //   batch B, context T
+// and stderr the logs: what was picked, the context's origin, one line per request (server.h);
+// --quiet drops the logs (warnings and errors stay).
 // SIGINT/SIGTERM: in-flight requests are cancelled, the listener closes, exit 0.
 #include <omp.h>
 #include <signal.h>
@@ -12,15 +17,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
+#include "core/output.h"
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
+#include "infer/model_files.h"
 #include "model/inspect.h"
 #include "serve/server.h"
 
@@ -34,7 +43,7 @@ struct ServeArgs {
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
   double request_timeout = 10;
-  bool bf16 = false;
+  bool bf16 = false, quiet = false;
 };
 
 // Set from the signal handler; a watcher thread turns it into HttpServer::stop().
@@ -51,34 +60,34 @@ std::string short_count(int64_t n) {
 }
 
 int run_serve(const ServeArgs& a) {
-  namespace fs = std::filesystem;
-  if (!fs::is_directory(a.model))
-    fail("--model {}: not a directory; give a model directory (config.json + model.safetensors)",
-         a.model);
+  if (a.quiet) set_log_level(LogLevel::Quiet);
+  const ModelPath mp = resolve_model_path(a.model);
+  if (const std::string line = model_path_line(mp); !line.empty()) log_info("serve: {}", line);
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  std::string tok_path = a.tokenizer;
-  if (tok_path.empty()) {
-    tok_path = (fs::path(a.model) / "tokenizer.json").string();
-    if (!fs::exists(tok_path))
-      fail("{}: no tokenizer.json in the model directory; pass --tokenizer FILE", a.model);
-  }
+  const ModelExtras extras = read_model_extras(mp.dir);
+  const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
+  if (tok_path.empty()) fail_no_tokenizer(mp.dir);
   const Tokenizer tok = Tokenizer::load(tok_path);
-  const InferModel model = InferModel::load_dir(a.model, a.bf16);
+  const InferModel model = InferModel::load_dir(mp.dir, a.bf16);
   const ZayaConfig& c = model.config();
+  const ContextLimit ctx = choose_context(c, extras, a.max_context);
+  std::vector<std::string> warnings = ctx.warnings;
+  warnings.push_back(tokenizer_fit_warning(tok, tok_path, c));
+  for (const std::string& w : warnings)
+    if (!w.empty()) fmt::print(stderr, "zaya: warning: {}\n", w);
 
   EngineOptions eo;
   eo.max_batch = a.max_batch;
-  eo.max_context = a.max_context;
+  eo.max_context = ctx.tokens;
+  eo.eos_ids = eos_ids(c, extras);
   Engine engine(model, &tok, eo);
 
   openai::ServedModel served;
-  served.id = a.model_name.empty() ? fs::path(a.model).lexically_normal().filename().string()
-                                   : a.model_name;
-  if (served.id.empty() || served.id == ".")
-    served.id = fs::absolute(a.model).lexically_normal().parent_path().filename().string();
+  served.id = a.model_name.empty() ? mp.name : a.model_name;
   served.max_context = engine.max_context();
   served.vocab_size = c.vocab_size;
   served.tok = &tok;
+  served.bos_id = bos_id(c, extras, &tok);
 
   ServerOptions so;
   so.host = a.host;
@@ -87,7 +96,9 @@ int run_serve(const ServeArgs& a) {
       a.http_threads > 0 ? a.http_threads : int(std::max<int64_t>(64, 2 * a.max_batch + 4));
   so.request_timeout = std::chrono::milliseconds(int64_t(a.request_timeout * 1000));
   HttpServer server(engine, served, so);
-  const int port = server.bind();
+  const int port = server.bind();  // before any log line: a port in use is the one line printed
+  log_info("serve: context {} tokens ({}){}", engine.max_context(), ctx.source,
+           engine.max_context() < ctx.tokens ? ", lowered to fit the cache" : "");
 
   std::atomic<bool> engine_stop{false};
   std::thread engine_thread([&] { engine.run(engine_stop); });
@@ -106,12 +117,11 @@ int run_serve(const ServeArgs& a) {
   });
 
   const ModelFacts f = model_facts(c, engine.max_context());
-  fmt::print(
-      "zaya serve: {} ({} params, {}) on http://{}:{} — KV cache {} bytes/token, max batch "
-      "{}, context {}\n",
+  print_result(
+      "zaya serve: {} ({} params, {}) on http://{}:{} — KV cache {} bytes/token, max batch {}, "
+      "context {}",
       served.id, short_count(f.params_total), dtype_name(model.matrix_dtype()), a.host, port,
       f.kv_values_per_token * int64_t(sizeof(float)), a.max_batch, engine.max_context());
-  std::fflush(stdout);
 
   server.listen();
   listening_done.store(true);
@@ -128,18 +138,23 @@ int run_serve(const ServeArgs& a) {
 Action add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
-  sub->add_option("--model", a->model, "model directory (config.json + safetensors)")->required();
+  sub->add_option("--model", a->model,
+                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
+                  "file in a model directory")
+      ->required();
   sub->add_option("--host", a->host, "address to listen on")->capture_default_str();
   sub->add_option("--port", a->port, "port (0 = any free port, printed at startup)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   sub->add_option("--model-name", a->model_name,
-                  "model id clients pass as \"model\" (default: the directory's name)");
+                  "model id /v1/models lists and responses carry (default: the model directory's "
+                  "name, or the run's for a checkpoint; requests naming another are served too)");
   sub->add_option("--max-batch", a->max_batch, "sequences decoded together at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
   sub->add_option("--max-context", a->max_context,
-                  "prompt + completion tokens per request (default: the model's limit)")
+                  "prompt + completion tokens per request (default: the trained context; up to "
+                  "max_position_embeddings)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
       ->check(CLI::ExistingFile);
@@ -156,6 +171,9 @@ Action add_serve_command(CLI::App& app) {
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");
+  sub->add_flag("--quiet", a->quiet,
+                "no logs on stderr (what was loaded, one line per request); the listening line "
+                "stays");
   return [a] { return run_serve(*a); };
 }
 

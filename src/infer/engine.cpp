@@ -90,6 +90,7 @@ Engine::Engine(const InferModel& model, const Tokenizer* tok, EngineOptions opt)
         impl_->opt.max_context, fits, per_token, budget);
     impl_->opt.max_context = fits;
   }
+  if (impl_->opt.eos_ids.empty()) impl_->opt.eos_ids = {int32_t(model.config().eos_token_id)};
   ZAYA_CHECK_INPUT(opt.max_batch >= 1, "max batch must be at least 1, not {}", opt.max_batch);
   ZAYA_CHECK_INPUT(opt.prefill_chunk >= 1, "prefill chunk must be at least 1, not {}",
                    opt.prefill_chunk);
@@ -219,7 +220,9 @@ bool Engine::step() {
     ++s.generated;
     GenerationEvent ev;
     FinishReason reason = FinishReason::None;
-    if (next == c.eos_token_id && !s.req.sampling.ignore_eos) {
+    const bool eos =
+        std::find(I.opt.eos_ids.begin(), I.opt.eos_ids.end(), next) != I.opt.eos_ids.end();
+    if (eos && !s.req.sampling.ignore_eos) {
       reason = FinishReason::Stop;  // EOS ends the text and is not part of it
       if (s.text) ev.text = s.text->flush();
     } else {

@@ -25,6 +25,9 @@ struct EngineOptions {
   // Bytes one sequence's KV cache may take at most (0: half the physical memory); max_context is
   // lowered to what fits.
   int64_t max_cache_bytes = 0;
+  // The ids that end a sequence (EOS; a model's generation_config.json may list several); empty:
+  // config.json's eos_token_id.
+  std::vector<int32_t> eos_ids = {};
 };
 
 struct GenerationRequest {

@@ -29,6 +29,8 @@ namespace {
 
 // When the connection this worker thread serves was accepted (the idle grace counts from there).
 thread_local Clock::time_point t_accepted;
+// When the request it serves now began (GuardedHttpServer::request_start).
+thread_local Clock::time_point t_request_start;
 
 int poll_one(int sock, short events, int timeout_ms) {
   pollfd p{sock, events, 0};
@@ -219,6 +221,10 @@ int64_t GuardedHttpServer::open_connections() const {
   return open_.load();
 }
 
+Clock::time_point GuardedHttpServer::request_start() {
+  return t_request_start;
+}
+
 bool GuardedHttpServer::wait_for_request(socket_t sock, bool first) const {
   // A new connection's grace counts from its accept (it may have waited in the queue already).
   const Clock::time_point start = first ? t_accepted : Clock::now();
@@ -246,7 +252,8 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
   bool ret = false;
   for (size_t count = std::max<size_t>(1, keep_alive_max_count_); count > 0; --count) {
     if (!strm.buffered() && !wait_for_request(sock, count == keep_alive_max_count_)) break;
-    strm.start_request(Clock::now() + limits_.request_timeout,
+    t_request_start = Clock::now();
+    strm.start_request(t_request_start + limits_.request_timeout,
                        payload_max_length_ + limits_.header_bytes);
     bool connection_closed = false;
     ret = process_request(strm, count == 1, connection_closed, nullptr);

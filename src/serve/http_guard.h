@@ -35,6 +35,9 @@ class GuardedHttpServer : public httplib::Server {
   void widen_backlog();
   // Connections accepted and not yet closed (served or waiting); for tests and /health.
   int64_t open_connections() const;
+  // When the request the calling connection thread is serving began (its first byte was there
+  // to read): httplib's handlers and logger run on that thread, so the request log times it.
+  static std::chrono::steady_clock::time_point request_start();
 
   class Queue;
 

@@ -95,14 +95,11 @@ void reject_unsupported(const json& j, Endpoint e) {
   }
 }
 
-void check_model(const json& j, const ServedModel& m) {
-  if (!present(j, "model")) return;  // optional here: there is only one model
+// Any name is served (see the top of openai_request.h); a non-string is still malformed.
+std::string requested_model(const json& j) {
+  if (!present(j, "model")) return "";
   if (!j["model"].is_string()) bad("model", "'model' must be a string");
-  const std::string name = j["model"].get<std::string>();
-  if (name != m.id)
-    throw ApiError(
-        404, fmt::format("The model '{}' does not exist; this server serves '{}'", name, m.id),
-        "model", "model_not_found");
+  return j["model"].get<std::string>();
 }
 
 // Sampling fields shared by both endpoints; max_tokens is settled later against the prompt.
@@ -193,7 +190,8 @@ void append_text(std::vector<int32_t>& ids, const std::string& text, const Serve
                  bool bos) {
   if (!m.tok)
     bad("prompt", "this server has no tokenizer: send the prompt as an array of token ids");
-  if (bos && m.tok->bos_id() >= 0) ids.push_back(m.tok->bos_id());
+  const int32_t bos_id = m.bos_id ? *m.bos_id : m.tok->bos_id();
+  if (bos && bos_id >= 0) ids.push_back(bos_id);
   m.tok->encode(text, ids);
 }
 
@@ -288,9 +286,9 @@ ParsedRequest guarded(F&& parse) {
 
 ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   const json j = parse_object(body);
-  check_model(j, m);
-  reject_unsupported(j, Endpoint::Completions);
   ParsedRequest r;
+  r.model = requested_model(j);
+  reject_unsupported(j, Endpoint::Completions);
   r.endpoint = Endpoint::Completions;
   r.gen.sampling = parse_sampling(j);
   r.gen.prompt = parse_prompt(j, m);
@@ -300,9 +298,9 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
 
 ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   const json j = parse_object(body);
-  check_model(j, m);
-  reject_unsupported(j, Endpoint::Chat);
   ParsedRequest r;
+  r.model = requested_model(j);
+  reject_unsupported(j, Endpoint::Chat);
   r.endpoint = Endpoint::Chat;
   r.gen.sampling = parse_sampling(j);
   if (!present(j, "messages")) bad("messages", "'messages' is required");

@@ -7,15 +7,17 @@
 //   POST /v1/completions       prompt: "text" | [ids] | ["text"] | [[ids]] (exactly one prompt)
 //   POST /v1/chat/completions  messages: [{role: system|developer|user|assistant,
 //                                          content: "text" | [{type:"text", text}]}]
-//   both: model (optional; if given must be the served model's id, else 404 model_not_found),
-//         max_tokens (completions default 16, as OpenAI; chat default: the rest of the context;
-//         chat also reads max_completion_tokens), temperature (default 1), top_p, top_k, min_p,
-//         repetition_penalty, seed (default: random per request), stop (string or ≤ 4 strings),
-//         stream, stream_options.include_usage, ignore_eos; frequency_penalty / presence_penalty
-//         only 0 (use repetition_penalty); n / best_of only 1; echo only false; logprobs only
-//         null/false; logit_bias only empty; no tools.
-// A text prompt gets the tokenizer's <bos> prepended (as `zaya generate` does); a prompt of token
-// ids is used exactly as given.
+//   both: model (optional, any string: the server has one model and serves every request with
+//         it, as llama.cpp's server does, so a client configured with another name still works;
+//         responses carry the served id), max_tokens (completions default 16, as OpenAI, or what
+//         fits; chat default: the rest of the context, which is the trained context unless the
+//         server was given another; chat also reads max_completion_tokens), temperature (default
+//         1), top_p, top_k, min_p, repetition_penalty, seed (default: random per request), stop
+//         (string or ≤ 4 strings), stream, stream_options.include_usage, ignore_eos;
+//         frequency_penalty / presence_penalty only 0 (use repetition_penalty); n / best_of only 1;
+//         echo only false; logprobs only null/false; logit_bias only empty; no tools.
+// A text prompt gets the model's BOS prepended (ServedModel::bos_id, as `zaya generate` does); a
+// prompt of token ids is used exactly as given.
 //
 // Chat template (ZAYA1-base is a base model, so a plain transcript):
 //   <bos>System: {content}\n\nUser: {content}\n\nAssistant: {content}\n\n … Assistant:
@@ -24,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -54,6 +57,9 @@ struct ServedModel {
   int64_t max_context = 0;  // prompt + generated tokens per request
   int64_t vocab_size = 0;   // the model's; token-id prompts must be below it
   const Tokenizer* tok = nullptr;
+  // The id a text prompt starts with (infer/model_files.h: bos_id; -1 none); unset: the
+  // tokenizer's "<bos>".
+  std::optional<int32_t> bos_id = std::nullopt;
 };
 
 enum class Endpoint { Completions, Chat };
@@ -63,9 +69,10 @@ struct ParsedRequest {
   GenerationRequest gen;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: one last chunk carries usage
+  std::string model;           // the "model" the client named ("" if none): logged, not checked
 };
 
-// Throw ApiError (400 for malformed/invalid input, 404 for an unknown model).
+// Throw ApiError (400 for malformed or invalid input).
 ParsedRequest parse_completion_request(std::string_view body, const ServedModel& m);
 ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m);
 

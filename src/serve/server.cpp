@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/assert.h"
+#include "core/log.h"
 #include "infer/engine.h"
 #include "serve/http_guard.h"
 
@@ -46,6 +47,24 @@ std::string dump(const json& j) {
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(dump(openai::error_body(e)), "application/json");
+}
+
+// What the request log adds for a generation request. A request is handled, streamed and logged
+// on its connection's thread (httplib calls the handler, the content provider and the logger
+// there, one request after the other), so a thread-local record carries it from the handler to
+// the log line; the logger clears it.
+struct RequestRecord {
+  bool generation = false;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  FinishReason finish = FinishReason::None;  // None at the log: the client went away mid-stream
+  std::string model;                         // the name the client asked for, if not the served
+};
+thread_local RequestRecord t_record;
+
+void record_event(const GenerationEvent& ev) {
+  t_record.prompt_tokens = ev.prompt_tokens;
+  t_record.completion_tokens = ev.completion_tokens;
+  if (ev.done) t_record.finish = ev.finish_reason;
 }
 
 }  // namespace
@@ -105,7 +124,10 @@ struct HttpServer::Impl {
     try {
       pr = e == Endpoint::Chat ? openai::parse_chat_request(req.body, model)
                                : openai::parse_completion_request(req.body, model);
+      t_record.model = pr.model != model.id ? pr.model : "";
+      t_record.prompt_tokens = int64_t(pr.gen.prompt.size());
       id = submit(pr.gen, ch);
+      t_record.generation = true;
     } catch (const ApiError& err) {
       send_error(res, err);
       return;
@@ -124,6 +146,7 @@ struct HttpServer::Impl {
       }
       lock.unlock();
       finished(id, false);
+      record_event(last);
       const openai::Usage u{last.prompt_tokens, last.completion_tokens};
       res.set_content(
           dump(e == Endpoint::Chat
@@ -159,6 +182,7 @@ struct HttpServer::Impl {
             st->role_sent = true;
           }
           for (const GenerationEvent& ev : batch) {
+            record_event(ev);
             if (!ev.text.empty())
               out += openai::sse_event(e == Endpoint::Chat
                                            ? openai::chat_chunk(rid, created_at, model.id,
@@ -258,6 +282,26 @@ struct HttpServer::Impl {
           send_error(r, ApiError(r.status, msg, "", r.status == 404 ? "not_found" : ""));
           return httplib::Server::HandlerResponse::Handled;
         }));
+    // The request log: one line per request on stderr, once its response is sent (a stream's at
+    // its end), e.g. "serve: POST /v1/completions 200 85 ms prompt 4 completion 10 finish length
+    // client 127.0.0.1".
+    http.set_logger([this](const httplib::Request& q, const httplib::Response& r) {
+      RequestRecord rec = std::move(t_record);
+      t_record = {};
+      const double ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - GuardedHttpServer::request_start())
+                            .count();
+      std::string line = fmt::format("serve: {} {} {} {:.0f} ms", q.method.empty() ? "-" : q.method,
+                                     q.path.empty() ? "-" : q.path, r.status, ms);
+      if (rec.generation)
+        line += fmt::format(
+            " prompt {} completion {} finish {}", rec.prompt_tokens, rec.completion_tokens,
+            rec.finish == FinishReason::None ? "disconnected" : enum_word(rec.finish));
+      if (!rec.model.empty())
+        line += fmt::format(" model '{}' (served as {})", rec.model, model.id);
+      if (!q.remote_addr.empty()) line += " client " + q.remote_addr;
+      log_info("{}", line);
+    });
     http.set_exception_handler(
         [](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
           std::string what = "unknown error";

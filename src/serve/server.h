@@ -1,10 +1,16 @@
 // HttpServer: the OpenAI-compatible HTTP front of an Engine (cpp-httplib). Routes:
 //   POST /v1/completions, POST /v1/chat/completions   (openai_request.h: parsing, template;
-//   openai_response.h: shapes) GET  /v1/models, GET /v1/models/{id}, GET /health  ({"status":"ok",
-//   "in_flight", and the engine's prompt_tokens / generated_tokens totals)
+//   openai_response.h: shapes; a request naming another model is served by this one)
+//   GET  /v1/models, GET /v1/models/{id} (the served model; another id is 404), GET /health
+//   ({"status":"ok", "in_flight", and the engine's prompt_tokens / generated_tokens totals)
 // Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 404 unknown
-// model or route, 405 wrong method, 413 body over the limit, 500 an internal failure; the server
-// keeps serving after each.
+// route or model id, 405 wrong method, 413 body over the limit, 500 an internal failure; the
+// server keeps serving after each.
+//
+// Every request is logged on stderr (core/log.h, so `zaya serve --quiet` drops it) once its
+// response is sent — a stream's when it ends — as one line:
+//   serve: METHOD PATH STATUS MS ms [prompt P completion C finish stop|length|cancelled|
+//   disconnected] [model 'ASKED' (served as ID)] client ADDRESS
 //
 // Threads: one per connection (http_guard.h: started on demand up to http_threads, sized well
 // above the engine's batch; slow, idle and silent connections are cut off so they cannot hold

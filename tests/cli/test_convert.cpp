@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "infer/whole_model_dir.h"
 #include "io/safetensors.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
@@ -149,8 +150,8 @@ TEST(CliConvert, InspectShowsLayoutAndZaya18BShapesCountLikeZaya1Base) {
                {{"rope_type", "default"}, {"rope_theta", 5e6}, {"partial_rotary_factor", 0.5}}}}}};
   std::ofstream(dir / "native.json") << j.dump();
   const CliResult n = run("inspect --json " + (dir / "native.json").string());
-  const CliResult o =
-      run("inspect --json " + (fs::path(ZAYA_TEST_FIXTURES) / "configs" / "zaya1-base.json").string());
+  const CliResult o = run("inspect --json " +
+                          (fs::path(ZAYA_TEST_FIXTURES) / "configs" / "zaya1-base.json").string());
   ASSERT_EQ(n.code, 0) << n.err;
   ASSERT_EQ(o.code, 0) << o.err;
   const json jn = json::parse(n.out), jo = json::parse(o.out);
@@ -238,4 +239,28 @@ TEST(CliConvert, BadInputIsOneClearError) {
   cfg["layer_types"] = json::array({"hybrid", "hybrid"});
   std::ofstream(dir / "mixed" / "config.json") << cfg.dump();
   expect_user_error(run("inspect " + (dir / "mixed").string()), "mixed schemas");
+}
+
+// IN may be a run or a checkpoint, as --model may (checkpoint/model_path.h): the model picked is
+// named on stderr, and the model directory's other files (tokenizer, its config, the generation
+// config) come along; a wrong IN is named as IN.
+TEST(CliConvert, InMayBeARunOrACheckpoint) {
+  const ScratchDir dir;
+  const std::string run_dir = dir / "runs/tiny";
+  save_whole_run(run_dir, {3}, 32);
+  const CliResult r = run("convert --to native " + run_dir + " " + dir / "native");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string picked = run_dir + "/step_00000003/model";
+  const std::string why = "(the newest valid checkpoint of " + run_dir + ": step 3)";
+  EXPECT_NE(r.err.find("convert: model " + picked + " " + why), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find(run_dir + "/step_00000003/model (original "), 0u) << r.out;
+  EXPECT_NE(r.out.find(" → " + dir / "native (native layout)"), std::string::npos) << r.out;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+    EXPECT_EQ(slurp(dir / ("native/" + std::string(f))),
+              slurp(run_dir + "/step_00000003/model/" + f))
+        << f;
+  EXPECT_TRUE(json::parse(slurp(dir / "native/config.json")).contains("layer_types"));
+  expect_user_error(run("convert --to native " + run_dir + "/step_3 " + dir / "x"),
+                    "IN " + run_dir + "/step_3: no such file or directory; did you mean " +
+                        run_dir + "/step_00000003? (a checkpoint)");
 }

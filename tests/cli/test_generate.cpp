@@ -1,6 +1,8 @@
 // `zaya generate` end to end: a tiny random model directory with the toy tokenizer; greedy ids are
 // deterministic and equal the engine's, text streams, samples decode together, stop strings and
-// every user error give one "zaya: error:" line.
+// every user error give one "zaya: error:" line. A run or checkpoint as --model, the tokenizer and
+// the trained context taken from the model directory (infer/model_files.h), and --quiet keeping
+// the text.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "infer/whole_model_dir.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -134,13 +137,102 @@ TEST(GenerateCli, UserErrors) {
                     "temperature");
   expect_user_error(run_zaya_in(d, "generate" + m + " --prompt hi --top-p 0"), "top_p");
   expect_user_error(run_zaya_in(d, "generate" + m + " --prompt hi --max-new-tokens 5000"),
-                    "exceeds the context");
+                    "exceeds the model's context of 2048 tokens");
   expect_user_error(run_zaya_in(d, "generate --model " + d + "/nope --prompt hi"),
-                    "does not exist");
+                    "--model " + d + "/nope: no such file or directory");
+  expect_user_error(run_zaya_in(d, "generate --model " + t.model + "/nope --prompt hi"),
+                    "did you mean " + t.model + "?");
   std::filesystem::remove(t.model + "/tokenizer.json");
-  expect_user_error(run_zaya_in(d, "generate" + m + " --prompt hi"), "tokenizer");
+  expect_user_error(run_zaya_in(d, "generate" + m + " --prompt hi"),
+                    t.model + ": no tokenizer.json in the model directory; pass --tokenizer FILE");
   const CliResult ids_only = run_zaya_in(d, "generate" + m + " --prompt-ids '2 3' --ids --quiet");
   EXPECT_EQ(ids_only.code, 0) << ids_only.err;
+}
+
+// A run as the trainer leaves it: --model names the run (its newest checkpoint), a checkpoint, or a
+// file in a model directory, with no --tokenizer; stderr says what was picked.
+TEST(GenerateCli, ARunOrCheckpointIsAWholeModel) {
+  test::ScratchDir d;
+  const std::string run = d / "runs/tiny";
+  test::save_whole_run(run, {10, 20}, 32);
+  const std::string base =
+      " --prompt-ids '2 40 41' --ids --temperature 0 --max-new-tokens 6 "
+      "--ignore-eos";
+  const CliResult newest = run_zaya_in(d.path, "generate --model " + run + base);
+  ASSERT_EQ(newest.code, 0) << newest.err;
+  const std::string picked = run + "/step_00000020/model";
+  const std::string why = "(the newest valid checkpoint of " + run + ": step 20)";
+  EXPECT_NE(newest.err.find("generate: model " + picked + " " + why), std::string::npos)
+      << newest.err;
+  const CliResult step20 = run_zaya_in(d.path, "generate --model " + run + "/step_00000020" + base);
+  ASSERT_EQ(step20.code, 0) << step20.err;
+  EXPECT_EQ(step20.out, newest.out);
+  EXPECT_NE(step20.err.find("checkpoint " + run + "/step_00000020's model"), std::string::npos)
+      << step20.err;
+  const CliResult step10 = run_zaya_in(d.path, "generate --model " + run + "/step_00000010" + base);
+  const CliResult file10 = run_zaya_in(
+      d.path, "generate --model " + run + "/step_00000010/model/model.safetensors" + base);
+  ASSERT_EQ(file10.code, 0) << file10.err;
+  EXPECT_EQ(file10.out, step10.out);
+  EXPECT_NE(step10.out, step20.out) << "the two checkpoints hold different weights";
+  // Text in and out through the model directory's tokenizer.
+  const CliResult text =
+      run_zaya_in(d.path, "generate --model " + run +
+                              " --prompt 'In the beginning' --max-new-tokens 8 --seed 3");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_FALSE(text.out.empty());
+  // A folder the trainer never writes: the run is suggested.
+  expect_user_error(run_zaya_in(d.path, "generate --model " + run + "/final --prompt hi"),
+                    "did you mean " + run + "? (a run)");
+}
+
+// The context is the trained one (tokenizer_config.json's model_max_length, 32 here): the default
+// --max-new-tokens is what fits, a prompt or request beyond it is refused naming both numbers, and
+// --max-context goes past it (with a warning) up to max_position_embeddings.
+TEST(GenerateCli, TheTrainedContextBoundsPromptAndOutput) {
+  test::ScratchDir d;
+  const std::string model = d / "m";
+  test::save_whole_model_dir(model, 32);
+  const std::string m = "generate --model " + model + " --ids --temperature 0 --ignore-eos";
+  const CliResult fits = run_zaya_in(d.path, m + " --prompt-ids '2 40 41'");
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_EQ(words(fits.out).size(), 29u) << "32 - 3 prompt tokens";
+  EXPECT_NE(fits.err.find("context 32"), std::string::npos) << fits.err;
+
+  std::string long_prompt;
+  for (int k = 0; k < 40; ++k) long_prompt += std::to_string(10 + k) + " ";
+  const CliResult too_long = run_zaya_in(d.path, m + " --prompt-ids '" + long_prompt + "'");
+  expect_user_error(too_long, "the prompt has 40 tokens, but the model's context is 32 tokens");
+  EXPECT_NE(too_long.err.find("model_max_length"), std::string::npos) << too_long.err;
+  EXPECT_NE(too_long.err.find("--max-context up to 2048"), std::string::npos) << too_long.err;
+  expect_user_error(run_zaya_in(d.path, m + " --prompt-ids '2 40 41' --max-new-tokens 30"),
+                    "exceeds the model's context of 32 tokens");
+
+  const CliResult wider =
+      run_zaya_in(d.path, m + " --prompt-ids '" + long_prompt + "' --max-context 64");
+  ASSERT_EQ(wider.code, 0) << wider.err;
+  EXPECT_EQ(words(wider.out).size(), 24u) << "64 - 40 prompt tokens";
+  EXPECT_NE(wider.err.find("zaya: warning: --max-context 64 is beyond the 32 tokens the model was "
+                           "trained on"),
+            std::string::npos)
+      << wider.err;
+  expect_user_error(run_zaya_in(d.path, m + " --prompt-ids '2 3' --max-context 4096"),
+                    "--max-context 4096 exceeds the model's max_position_embeddings of 2048");
+}
+
+// --quiet drops the logs on stderr, never the generated text on stdout (docs/cli.md).
+TEST(GenerateCli, QuietKeepsTheText) {
+  TinyModelDir t;
+  const std::string base = "generate --model " + t.model +
+                           " --prompt 'And God said' --max-new-tokens 8 --temperature 0 "
+                           "--ignore-eos";
+  const CliResult loud = run_zaya_in(t.dir.path, base);
+  const CliResult quiet = run_zaya_in(t.dir.path, base + " --quiet");
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_GT(quiet.out.size(), 1u);
+  EXPECT_EQ(quiet.out, loud.out);
+  EXPECT_EQ(quiet.err, "");
+  EXPECT_NE(loud.err, "");
 }
 
 }  // namespace

@@ -141,6 +141,36 @@ TEST(Engine, StopsAtEos) {
   EXPECT_EQ(got[0].ids, std::vector<int32_t>(free_run[0].ids.begin(), free_run[0].ids.begin() + 2));
 }
 
+// EngineOptions::eos_ids (a generation_config.json's list) replace config.json's EOS: a sequence
+// ends at any of them.
+TEST(Engine, StopsAtAnyOfTheEosIds) {
+  const Model m = Model::load_dir(case_dir("tiny_a"));
+  const InferModel im = InferModel::from_model(m);
+  Engine probe(im, nullptr);
+  const auto free_run = run_all(probe, {greedy({4, 9}, 6)});
+  const std::vector<int32_t>& ids = free_run[0].ids;
+  ASSERT_EQ(ids.size(), 6u);
+  ASSERT_EQ(std::find(ids.begin(), ids.begin() + 2, ids[2]), ids.begin() + 2)
+      << "pick a prompt whose first tokens differ from the third";
+  EngineOptions o;
+  o.eos_ids = {int32_t(m.config().vocab_size - 1), ids[2]};
+  if (std::find(ids.begin(), ids.end(), o.eos_ids[0]) != ids.end()) o.eos_ids[0] = ids[2];
+  Engine engine(im, nullptr, o);
+  GenerationRequest r = greedy({4, 9}, 6);
+  r.sampling.ignore_eos = false;
+  const auto got = run_all(engine, {r});
+  EXPECT_EQ(got[0].reason, FinishReason::Stop);
+  EXPECT_EQ(got[0].ids, std::vector<int32_t>(ids.begin(), ids.begin() + 2));
+  // config.json's EOS no longer ends it: an id that never comes up in its place runs to length.
+  int32_t absent = 0;
+  while (std::find(ids.begin(), ids.end(), absent) != ids.end()) ++absent;
+  o.eos_ids = {absent};
+  Engine other(im, nullptr, o);
+  const auto full = run_all(other, {r});
+  EXPECT_EQ(full[0].reason, FinishReason::Length);
+  EXPECT_EQ(full[0].ids, ids);
+}
+
 TEST(Engine, RejectsBadRequests) {
   const Model m = Model::load_dir(case_dir("tiny_a"));
   const InferModel im = InferModel::from_model(m);

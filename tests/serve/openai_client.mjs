@@ -1,9 +1,10 @@
 // Drives `zaya serve` with the official `openai` npm client (scripts/fetch_openai_npm.sh; found
 // through NODE_PATH). Usage: node openai_client.mjs BASE_URL MODEL
 // Checks: completions and chat (plain and streamed: the streamed text equals the plain greedy
-// text), 8 concurrent streamed clients each getting its own sequential greedy answer, and bad
-// requests surfacing as APIError with the right 4xx status. Exit 0 when all pass; failures are
-// printed one per line.
+// text), 8 concurrent streamed clients each getting its own sequential greedy answer, bad
+// requests surfacing as APIError with the right 4xx status, a request naming another model being
+// served by this one, and the model list and retrieval. Exit 0 when all pass; failures are printed
+// one per line.
 import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
@@ -91,14 +92,20 @@ async function main() {
   };
   await expectError("temperature -1", 400, () =>
     client.completions.create({ model, prompt: "x", max_tokens: 2, temperature: -1 }));
-  await expectError("unknown model", 404, () =>
-    client.completions.create({ model: "no-such-model", prompt: "x", max_tokens: 2 }));
+  await expectError("unknown model id", 404, () => client.models.retrieve("no-such-model"));
   await expectError("n = 2", 400, () =>
     client.chat.completions.create({ model, messages, max_tokens: 2, n: 2 }));
+
+  // A client configured with another model's name is served by this server's model.
+  const other = await client.completions.create({ model: "no-such-model", prompt: "x",
+                                                  max_tokens: 2 });
+  check(other.model === model && other.choices.length === 1,
+        `another model's name: ${JSON.stringify(other)}`);
 
   // Model listing.
   const models = await client.models.list();
   check(models.data.length === 1 && models.data[0].id === model, "models.list");
+  check((await client.models.retrieve(model)).id === model, "models.retrieve");
 }
 
 main()

@@ -101,7 +101,6 @@ TEST(OpenAiParse, CompletionPromptShapesAndDefaults) {
 TEST(OpenAiParse, CompletionRejections) {
   expect_rejected("{not json", 400, "");
   expect_rejected("[1,2]", 400, "");
-  expect_rejected(R"({"model":"gpt-4","prompt":"x"})", 404, "model", "model_not_found");
   expect_rejected(R"({"model":7,"prompt":"x"})", 400, "model");
   expect_rejected(R"({"max_tokens":2})", 400, "prompt");
   expect_rejected(R"({"prompt":["a","b"]})", 400, "prompt");
@@ -178,11 +177,35 @@ TEST(OpenAiParse, ChatRejections) {
                   "messages[0].content", "", true);
   expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]})",
                   400, "tools", "", true);
-  expect_rejected(R"({"model":"other","messages":[{"role":"user","content":"x"}]})", 404, "model",
-                  "model_not_found", true);
   expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1000})", 400,
                   "max_tokens", "context_length_exceeded", true);
   expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "", true);
+}
+
+// One model is served whatever name a request gives (as llama.cpp's server does): clients
+// configured with another name work; the name asked for is kept for the request log.
+TEST(OpenAiParse, AnyModelNameIsServed) {
+  const ParsedRequest c = parse_completion_request(R"({"model":"gpt-4","prompt":"x"})", served());
+  EXPECT_EQ(c.model, "gpt-4");
+  EXPECT_EQ(c.gen.prompt, with_bos("x"));
+  const ParsedRequest chat = parse_chat_request(
+      R"({"model":"other","messages":[{"role":"user","content":"x"}]})", served());
+  EXPECT_EQ(chat.model, "other");
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x"})", served()).model, "");
+}
+
+// The model directory's BOS (generation_config.json, tokenizer_config.json) replaces the
+// tokenizer's "<bos>" for text prompts; -1: none. Token-id prompts are never changed.
+TEST(OpenAiParse, TheServedModelsBosStartsTextPrompts) {
+  ServedModel m = served();
+  m.bos_id = 7;
+  std::vector<int32_t> want = {7};
+  toy().encode("x", want);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x"})", m).gen.prompt, want);
+  m.bos_id = -1;
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x"})", m).gen.prompt, toy().encode("x"));
+  EXPECT_EQ(parse_completion_request(R"({"prompt":[5,6]})", m).gen.prompt,
+            (std::vector<int32_t>{5, 6}));
 }
 
 // Request-killers found by probing: each is a 400 in OpenAI's shape, never a crash or a 500.

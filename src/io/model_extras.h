@@ -1,0 +1,40 @@
+// What a model directory holds beside config.json and the weights, in the files transformers
+// writes and `zaya train` saves (docs/cli.md, "What a model directory holds"):
+//   tokenizer_config.json   model_max_length (the context the model was trained with), the
+//                           special tokens' text (bos_token, eos_token: a string, or transformers'
+//                           {"content": "..."} object)
+//   generation_config.json  bos_token_id, eos_token_id (an id or a list of ids: generation stops
+//                           at any of them)
+// Both files and every field are optional; other fields are ignored. A file that is there must be
+// valid: malformed JSON or a field of the wrong type is a zaya::Error naming the file and the key
+// (a model that silently lost its context or its EOS would generate past both).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zaya {
+
+// transformers writes model_max_length = int(1e30) for "no limit"; a value this large or more is
+// read as not given.
+inline constexpr int64_t kNoModelMaxLength = int64_t(1) << 40;
+
+struct ModelExtras {
+  // tokenizer_config.json ("" when absent), and its fields.
+  std::string tokenizer_config;
+  int64_t model_max_length = 0;      // 0: not given (or transformers' "no limit")
+  std::string bos_token, eos_token;  // the special tokens' text; "" when not given
+  // generation_config.json ("" when absent), and its fields.
+  std::string generation_config;
+  int64_t bos_token_id = -1;           // -1: not given
+  std::vector<int64_t> eos_token_ids;  // empty: not given
+};
+
+// Reads DIR/tokenizer_config.json and DIR/generation_config.json, each when present.
+ModelExtras read_model_extras(const std::string& dir);
+
+// One file each (it must exist), filling that file's fields of `x` (and its path).
+void read_tokenizer_config(const std::string& path, ModelExtras& x);
+void read_generation_config(const std::string& path, ModelExtras& x);
+
+}  // namespace zaya
