@@ -93,7 +93,8 @@ ContextChoice default_context(const std::string& model_dir, const ZayaConfig& co
     } catch (const JsonError& e) {
       fail("{}: not valid JSON: {}", path, e.what());
     }
-    // Hugging Face writes a huge sentinel (1e30) for "no limit": only a usable length counts.
+    // A tokenizer_config.json made elsewhere may say "no limit" with a huge number (1e30, not
+    // an integer): only a usable length counts.
     if (j.is_object() && j.contains("model_max_length") &&
         j["model_max_length"].is_number_integer()) {
       const int64_t n = j["model_max_length"].get<int64_t>();

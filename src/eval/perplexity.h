@@ -1,17 +1,15 @@
 // The loss and perplexity of a model on a token stream longer than its context, scored in strided
 // windows (`zaya eval --text` and `--dataset`, docs/cli.md).
 //
-// Convention (the sliding window of Hugging Face's perplexity guide, every token scored once):
-// token j of the stream (j ≥ 1; token 0 has nothing before it) is predicted from the tokens
+// Convention (docs/cli.md#zaya-eval compares it with other tools): every token is scored once.
+// Token j of the stream (j ≥ 1; token 0 has nothing before it) is predicted from the tokens
 // before it inside one window of at most `context` tokens. Window k starts at k·stride and is
 // `context` tokens long; it scores the tokens that no earlier window scored, so the first window
-// scores its whole length and each later one its last `stride` tokens, each seeing at least
-// context − stride tokens of the text before it. The last window is moved back to end at the
-// stream's last token, so every window is full length (the tokens it scores see more context,
-// never less). A stream of n ≤ context + 1 tokens is one window of n − 1 inputs. With stride =
-// context/2 every scored token after the first window sees at least half a context, as
-// llama.cpp's llama-perplexity gives the tokens it scores (it scores only the second half of
-// non-overlapping windows and drops the rest).
+// scores its whole length and each later one its last `stride` tokens (the last window: those
+// left), each seeing at least context − stride tokens of the text before it. The last window is
+// moved back to end at the stream's last token, so every window is full length (the tokens it
+// scores see more context, never less) and batches are uniform. A stream of n ≤ context + 1 tokens
+// is one window of n − 1 inputs.
 //
 // A window's inputs are tokens [begin, begin + length) and its targets the next tokens; input
 // position i predicts token begin + i + 1 and counts when i ≥ first_scored.
