@@ -338,7 +338,8 @@ Action add_eval_command(CLI::App& app) {
   dataset->excludes(tokens);
   auto* split = add_enum_option(sub, "--split", args->split, "the dataset's split to score");
   sub->add_option("--tokenizer", args->tokenizer,
-                  "tokenizer.json of --text (default: the model directory's tokenizer.json)");
+                  "tokenizer.json that encodes --text, or that --dataset must have been made "
+                  "with (default: the model directory's tokenizer.json)");
   sub->add_option("--context", args->context,
                   "tokens a window holds (default: tokenizer_config.json's model_max_length in "
                   "the model directory, else max_position_embeddings up to 2048)")

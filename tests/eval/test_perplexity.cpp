@@ -72,15 +72,18 @@ TEST(PlanWindows, EveryTokenScoredOnceWithEnoughContext) {
           for (int64_t i = w.first_scored; i < w.length; ++i) {
             ++scored[size_t(w.begin + i + 1)];
             // A later window's scored tokens see at least context − stride tokens before them.
-            if (k > 0) EXPECT_GE(i + 1, context - stride + 1);
+            if (k > 0) {
+              EXPECT_GE(i + 1, context - stride + 1);
+            }
           }
         }
         EXPECT_EQ(scored[0], 0);
         for (int64_t j = 1; j < n; ++j)
           ASSERT_EQ(scored[size_t(j)], 1)
               << "token " << j << " n " << n << " context " << context << " stride " << stride;
-        if (n - 1 > context)
+        if (n - 1 > context) {
           EXPECT_EQ(int64_t(plan.size()), 1 + (n - 1 - context + stride - 1) / stride);
+        }
       }
 }
 
