@@ -1,14 +1,16 @@
 // zaya data prepare --tokenizer tokenizer.json --input GLOB [--input GLOB …] --out DIR
 //                   [--val-fraction F] [--shard-tokens N] [--threads N] [--no-bos] [--quiet]
 // Text files (one document each) or JSON Lines (a "text" field per line) → uint32 token shards
-// + dataset.json (formats in data/shards.h, behaviour in data/prepare.h). Prints a summary.
-#include <cstdio>
+// + dataset.json (formats in data/shards.h, behaviour in data/prepare.h). Progress and a warning
+// about a small validation split go to stderr (--quiet: none), the summary to stdout.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
 #include "core/assert.h"
+#include "core/log.h"
+#include "core/output.h"
 #include "data/prepare.h"
 
 #if __has_include("data/tokenizer.h")
@@ -30,6 +32,7 @@ struct DataPrepareArgs {
 
 int run_data_prepare(DataPrepareArgs& args) {
   PrepareOptions& opt = args.opt;
+  if (opt.quiet) set_log_level(LogLevel::Quiet);
   opt.tokenizer_path = args.tokenizer;
   expand_inputs(opt.inputs);  // a pattern that matches nothing fails before the tokenizer loads
 #if ZAYA_HAVE_TOKENIZER
@@ -46,13 +49,22 @@ int run_data_prepare(DataPrepareArgs& args) {
        args.tokenizer);
   PrepareStats s;
 #endif
-  std::printf("data prepare: %lld files, %lld documents (%lld empty skipped) -> %s\n",
-              (long long)s.files, (long long)s.documents, (long long)s.empty_documents,
-              opt.out_dir.c_str());
-  std::printf("  train: %lld documents, %lld tokens in %lld shards\n", (long long)s.train_documents,
-              (long long)s.train_tokens, (long long)s.train_shards);
-  std::printf("  val:   %lld documents, %lld tokens in %lld shards\n", (long long)s.val_documents,
-              (long long)s.val_tokens, (long long)s.val_shards);
+  const double pct = opt.val_fraction * 100;
+  print_result("data prepare: {} files, {} documents ({} empty skipped) -> {}", s.files,
+               s.documents, s.empty_documents, opt.out_dir);
+  print_result("  train: {} documents, {} tokens in {} shards", s.train_documents, s.train_tokens,
+               s.train_shards);
+  print_result("  val:   {} documents, {} tokens in {} shards", s.val_documents, s.val_tokens,
+               s.val_shards);
+  if (s.cut_documents > 0 && s.cut_documents == s.documents)
+    print_result("  split: the last {:g}% of the tokens of every document went to val", pct);
+  else if (s.cut_documents > 0)
+    print_result(
+        "  split: the last {:g}% of the tokens of the {} documents of {} bytes or more went to val "
+        "(they are cut in two); the other documents went whole, by a hash of their text",
+        pct, s.cut_documents, s.cut_bytes);
+  const std::string warning = small_val_warning(s, opt.val_fraction);
+  if (!warning.empty()) log_info("data prepare: warning: {}", warning);
   return 0;
 }
 
@@ -73,7 +85,8 @@ Action add_data_command(CLI::App& app) {
       ->required();
   sub->add_option("--out", args->opt.out_dir, "output directory (created if missing)")->required();
   sub->add_option("--val-fraction", args->opt.val_fraction,
-                  "fraction of documents for the validation split (by a hash of the text)")
+                  "share of the text for the validation split: whole documents by a hash of "
+                  "their text; a large document is cut, its last share to validation")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999999));
   sub->add_option("--shard-tokens", args->opt.shard_tokens, "tokens per shard file")

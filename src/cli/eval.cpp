@@ -1,19 +1,34 @@
-// zaya eval --model DIR --tokens FILE [--logits OUT] [--grads OUT] [--rows-per-batch N]
-//           [--device cpu|gpu] [--quiet]
-// Prints "loss <float>": the mean next-token cross-entropy over positions 0..T−2 of every line
-// (no ignore index: pad tokens are targets too). --logits writes `logits` F32 [B,T,V]; --grads
-// writes ∂loss/∂θ for every trainable parameter under its own name (F32). --device gpu runs the
-// whole forward and backward on the GPU (weights widened to F32 at load, as on the CPU); logits and
-// gradients come back to the host to be written.
+// zaya eval --model M (--text FILE | --dataset DIR | --tokens FILE) [flags]   (docs/cli.md)
+// --text: the file tokenized as one text (BOS first unless --no-bos) and scored in strided windows
+// (eval/perplexity.h); --dataset: a split of a `zaya data prepare` dataset, the same windows;
+// --tokens: rows of token ids, each its own sequence (the exactness tests' reading, docs/model.md
+// §11) with optional --logits (F32 [B,T,V]) and --grads (∂loss/∂θ of every trainable parameter).
+// Prints "loss <float>" (nats/token) and a line with the perplexity and the tokens scored, or one
+// JSON object with --json, on stdout; progress and the model note on stderr. --device gpu runs the
+// forward (and backward) on the GPU; logits and gradients come back to the host to be written.
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 
+#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/arena.h"
+#include "core/assert.h"
 #include "core/device.h"
 #include "core/log.h"
+#include "core/output.h"
+#include "core/progress.h"
 #include "core/timer.h"
+#include "data/loader.h"
+#include "data/shards.h"
+#include "data/tokenizer.h"
+#include "eval/perplexity.h"
+#include "io/file.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/activations.h"
@@ -22,6 +37,8 @@
 namespace zaya::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr size_t kAutoBatchBytes = size_t(2) << 30;  // activations budget of the automatic choice
 
@@ -34,31 +51,75 @@ int64_t auto_rows(const ZayaConfig& c, int64_t B, int64_t T, bool keep_logits) {
 }
 
 struct EvalArgs {
-  std::string model, tokens, logits_out, grads_out;
-  int64_t rows_per_batch = 0;  // 0: as many as fit in kAutoBatchBytes
-  std::string device = "cpu";
-  bool quiet = false;
+  std::string model, tokens, text, dataset, tokenizer, logits_out, grads_out;
+  DataSplit split = DataSplit::Val;
+  int64_t context = 0, stride = 0, max_tokens = 0;  // 0: the default
+  int64_t rows_per_batch = 0;                       // 0: as many as fit in kAutoBatchBytes
+  Device device = Device::Cpu;
+  bool no_bos = false, json = false, quiet = false;
+  bool split_given = false;
 };
 
-// The device --device names (the flag's check admits only cpu and gpu); gpu must be usable here.
-Device eval_device(const std::string& name) {
-  if (name == "cpu") return Device::Cpu;
-  if (!gpu::available()) fail("--device gpu: {}", gpu::describe());
-  return Device::Gpu;
+Device eval_device(Device d) {
+  if (d == Device::Gpu && !gpu::available()) fail("--device gpu: {}", gpu::describe());
+  return d;
 }
 
-int run_eval(const EvalArgs& args) {
-  if (args.quiet) set_log_level(LogLevel::Quiet);
-  const Device device = eval_device(args.device);
-  Timer timer;
-  Model model = Model::load_dir(args.model, device);
+std::string device_words(Device d) {
+  return d == Device::Cpu ? std::string("cpu") : "gpu (" + gpu::describe() + ")";
+}
+
+// --tokens must be a text file of ids: a shard, a safetensors or any other binary file is refused
+// with its offset and a pointer to the right flag, never echoed (its bytes would garble the
+// terminal). Text that is not ids is left to read_token_lines, which names line and column.
+void check_token_text(const std::string& path) {
+  const std::string bytes = read_text_file(path, "token file");
+  if (bytes.compare(0, 8, kShardMagic) == 0)
+    fail(
+        "--tokens {}: a zaya token shard, not a text file of token ids; evaluate a dataset with "
+        "--dataset DIR (the folder holding dataset.json)",
+        path);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == 0 || c == 0x7f ||
+        (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\v' && c != '\f'))
+      fail(
+          "--tokens {}: binary data (byte 0x{:02x} at offset {}), not a text file of token ids; "
+          "--text FILE evaluates a text, --dataset DIR a prepared dataset",
+          path, c, i);
+  }
+}
+
+// The result on stdout: "loss …" and a human line, or one JSON object.
+void print_eval_result(const EvalArgs& a, const std::string& source, double loss, int64_t tokens,
+                       int64_t windows, int64_t context, int64_t stride) {
+  const double ppl = std::exp(loss);
+  if (a.json) {
+    nlohmann::json j = {{"loss", loss},       {"perplexity", ppl}, {"tokens", tokens},
+                        {"windows", windows}, {"source", source},  {"context", context}};
+    if (stride > 0) j["stride"] = stride;
+    print_result("{}", j.dump());
+    return;
+  }
+  print_result("loss {:.9g}", loss);
+  if (stride > 0)
+    print_result("perplexity {:.4f} over {} tokens in {} windows (context {}, stride {})", ppl,
+                 tokens, windows, context, stride);
+  else
+    print_result("perplexity {:.4f} over {} tokens in {} rows of {}", ppl, tokens, windows,
+                 context);
+}
+
+// --tokens: each line its own sequence; positions 0…T−2 predict the next id.
+int eval_token_lines(const EvalArgs& args, const std::string& model_dir, Model& model,
+                     Device device, const Timer& timer) {
   const ZayaConfig& c = model.config();
+  check_token_text(args.tokens);
   TokenLines lines = read_token_lines(args.tokens, c.vocab_size);
   const int64_t B = lines.rows, T = lines.cols, V = c.vocab_size;
   const bool want_grads = !args.grads_out.empty();
   log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s, device {}", B,
-           T, args.model, c.num_layers(), timer.seconds(),
-           device == Device::Cpu ? std::string("cpu") : "gpu (" + gpu::describe() + ")");
+           T, model_dir, c.num_layers(), timer.seconds(), device_words(device));
 
   Buffer logits_all(args.logits_out.empty() ? 0 : size_t(B * T * V) * sizeof(float));
   const bool want_logits = !args.logits_out.empty();  // only then are [rows·T, V] logits kept
@@ -80,7 +141,7 @@ int run_eval(const EvalArgs& args) {
     if (want_grads) model_backward(model, *acts, 1.0 / double(B * (T - 1)));
     if (B > chunk) log_info("eval: {}/{} rows ({:.1f}s)", r0 + rows, B, timer.seconds());
   }
-  std::printf("loss %.9g\n", loss_sum / double(B));
+  print_eval_result(args, "tokens", loss_sum / double(B), B * (T - 1), B, T, 0);
 
   if (!args.logits_out.empty()) {
     Tensor t(static_cast<float*>(logits_all.data()), {B, T, V});
@@ -96,6 +157,160 @@ int run_eval(const EvalArgs& args) {
     save_safetensors(args.grads_out, grads);
     log_info("eval: wrote {} gradients to {}", grads.size(), args.grads_out);
   }
+  return 0;
+}
+
+// The tokenizer of --text: --tokenizer, else the model directory's tokenizer.json.
+std::string tokenizer_path(const EvalArgs& a, const std::string& model_dir) {
+  if (!a.tokenizer.empty()) return a.tokenizer;
+  const fs::path p = fs::path(model_dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec))
+    fail(
+        "--text needs a tokenizer: the model directory {} has no tokenizer.json; pass "
+        "--tokenizer FILE (the one the model was trained with)",
+        model_dir);
+  return p.string();
+}
+
+// The whole of --text as one stream of ids: [BOS] + the file's tokens.
+std::vector<int32_t> text_stream(const EvalArgs& a, const std::string& model_dir,
+                                 const ZayaConfig& c, std::string* tok_used) {
+  const std::string tok_file = tokenizer_path(a, model_dir);
+  *tok_used = tok_file;
+  const std::string text = read_text_file(a.text, "text to evaluate");
+  if (text.compare(0, 8, kShardMagic) == 0)
+    fail("--text {}: a zaya token shard, not text; evaluate a dataset with --dataset DIR", a.text);
+  const Tokenizer tok = Tokenizer::load(tok_file);
+  if (tok.vocab_size() > c.vocab_size)
+    fail(
+        "tokenizer {} has {} tokens but the model's vocab_size is {} (config.json in {}): they do "
+        "not belong together; pass the tokenizer the model was trained with (--tokenizer)",
+        tok_file, tok.vocab_size(), c.vocab_size, model_dir);
+  std::vector<int32_t> ids;
+  if (!a.no_bos && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  tok.encode(text, ids);
+  if (ids.size() < 2)
+    fail("--text {}: {} token(s) with {}; at least 2 are needed to score one", a.text, ids.size(),
+         tok_file);
+  return ids;
+}
+
+// --dataset: refuses a dataset tokenized with another tokenizer than the model directory's.
+void check_dataset_tokenizer(const EvalArgs& a, const DatasetManifest& m,
+                             const std::string& model_dir, const ZayaConfig& c) {
+  if (m.vocab_size > c.vocab_size)
+    fail(
+        "--dataset {} was tokenized with {} tokens (dataset.json vocab_size) but the model's "
+        "vocab_size is {} (config.json in {})",
+        a.dataset, m.vocab_size, c.vocab_size, model_dir);
+  const std::string tok =
+      a.tokenizer.empty() ? (fs::path(model_dir) / "tokenizer.json").string() : a.tokenizer;
+  std::error_code ec;
+  if (m.tokenizer_xxh3.empty() || !fs::is_regular_file(tok, ec)) return;
+  const std::string ours = hex64(file_checksum(tok));
+  if (ours != m.tokenizer_xxh3)
+    fail(
+        "--dataset {} was tokenized with {} (xxh3 {}, dataset.json) but the model's tokenizer "
+        "{} differs (xxh3 {}): the loss would be meaningless",
+        a.dataset, m.tokenizer_path.empty() ? std::string("another tokenizer") : m.tokenizer_path,
+        m.tokenizer_xxh3, tok, ours);
+}
+
+int run_eval(EvalArgs& args) {
+  if (args.quiet) set_log_level(LogLevel::Quiet);
+  const int sources = !args.tokens.empty() + !args.text.empty() + !args.dataset.empty();
+  if (sources == 0)
+    fail("eval: nothing to evaluate: give --text FILE, --dataset DIR or --tokens FILE");
+  const bool windows = args.tokens.empty();
+  if (!windows && (args.context || args.stride || args.max_tokens || args.no_bos))
+    fail(
+        "--context, --stride, --max-tokens and --no-bos go with --text or --dataset, not --tokens");
+  if (windows && (!args.logits_out.empty() || !args.grads_out.empty()))
+    fail("--logits and --grads go with --tokens (fixed rows), not --{}",
+         args.text.empty() ? "dataset" : "text");
+  if (args.dataset.empty() && args.split_given) fail("--split goes with --dataset");
+  if (!args.dataset.empty() && args.no_bos)
+    fail("--no-bos goes with --text (a dataset's documents carry what data prepare gave them)");
+  // Fail on a missing input before the (possibly slow) model load.
+  for (const std::string* f : {&args.tokens, &args.text}) {
+    std::error_code ec;
+    if (!f->empty() && !fs::exists(*f, ec))
+      fail("--{} {}: no such file", f == &args.tokens ? "tokens" : "text", *f);
+  }
+
+  const Device device = eval_device(args.device);
+  const ModelPath mp = resolve_model_path(args.model);
+  if (!mp.note.empty()) log_info("eval: model {} ({})", mp.dir, mp.note);
+  Timer timer;
+  Model model = Model::load_dir(mp.dir, device);
+  const ZayaConfig& c = model.config();
+  if (!windows) {
+    const int rc = eval_token_lines(args, mp.dir, model, device, timer);
+    if (device == Device::Gpu) log_info("eval: {}", gpu::memory_report());
+    return rc;
+  }
+
+  // The windows: --context, else the trained context; --stride, else half of it.
+  int64_t context = args.context;
+  std::string context_why = "--context";
+  if (context == 0) {
+    const ContextChoice d = default_context(mp.dir, c);
+    context = d.context;
+    context_why = d.why;
+  } else if (context > c.max_position_embeddings) {
+    fail("--context {} is longer than the model's max_position_embeddings {} (config.json in {})",
+         context, c.max_position_embeddings, mp.dir);
+  }
+  const int64_t stride = args.stride > 0 ? args.stride : std::max<int64_t>(1, context / 2);
+  if (stride > context)
+    fail("--stride {} is longer than the context {}: tokens between windows would go unscored",
+         stride, context);
+
+  std::vector<int32_t> text_ids;
+  std::optional<TokenLoader> data;
+  int64_t n = 0;
+  std::string what;
+  if (!args.text.empty()) {
+    std::string tok_used;
+    text_ids = text_stream(args, mp.dir, c, &tok_used);
+    n = int64_t(text_ids.size());
+    what = fmt::format("text {} ({} tokens by {})", args.text, n, tok_used);
+  } else {
+    const std::string split(enum_word(args.split));
+    data.emplace(args.dataset, split, 2, 0);  // window 2: reads any range; verifies the shards
+    check_dataset_tokenizer(args, data->manifest(), mp.dir, c);
+    n = data->total_tokens();
+    what = fmt::format("dataset {}, split {} ({} tokens)", args.dataset, split, n);
+  }
+  if (args.max_tokens > 0 && n > args.max_tokens + 1) {
+    n = args.max_tokens + 1;  // the first max_tokens + 1 tokens: max_tokens scored
+    what += fmt::format(", the first {} scored (--max-tokens)", args.max_tokens);
+  }
+  if (n < 2) fail("{}: at least 2 tokens are needed to score one", what);
+  const int64_t T = std::min(context, n - 1);
+  const int64_t rows =
+      args.rows_per_batch > 0 ? args.rows_per_batch : auto_rows(c, int64_t(1) << 20, T, false);
+  log_info(
+      "eval: {}; model {} ({} sub-layers, loaded in {:.2f}s), device {}; context {} ({}), "
+      "stride {}",
+      what, mp.dir, c.num_layers(), timer.seconds(), device_words(device), context, context_why,
+      stride);
+
+  Progress progress("eval", int64_t(plan_windows(n, context, stride).size()), "windows",
+                    args.quiet);
+  const EvalProgress report = [&](int64_t done, int64_t) { progress.update(done); };
+  PerplexityResult r;
+  if (data)
+    r = strided_loss(
+        model, n, [&](int64_t pos, int64_t k, int32_t* out) { data->read_tokens(pos, k, out); },
+        context, stride, rows, report);
+  else
+    r = strided_loss(model, std::span<const int32_t>(text_ids.data(), size_t(n)), context, stride,
+                     rows, report);
+  progress.finish(fmt::format("{} tokens in {:.1f}s", r.tokens, timer.seconds()));
+  print_eval_result(args, args.text.empty() ? "dataset" : "text", r.loss(), r.tokens, r.windows,
+                    context, stride);
   if (device == Device::Gpu) log_info("eval: {}", gpu::memory_report());
   return 0;
 }
@@ -104,28 +319,56 @@ int run_eval(const EvalArgs& args) {
 
 Action add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* sub = app.add_subcommand("eval",
-                                     "Loss (and optionally logits and gradients) of a "
-                                     "model on token lines");
-  sub->add_option("--model", args->model, "model directory (config.json + safetensors)")
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Loss and perplexity of a model on a text, a prepared dataset or token rows");
+  sub->add_option("--model", args->model,
+                  "model directory (config.json + safetensors), checkpoint (step_N) or run "
+                  "directory (its newest valid checkpoint)")
       ->required();
-  sub->add_option("--tokens", args->tokens,
-                  "file with one sequence per line of whitespace-separated token ids (all lines "
-                  "the same length, at least 2 tokens)")
-      ->required();
-  sub->add_option("--logits", args->logits_out, "write logits F32 [B,T,V] to this safetensors");
+  auto* text = sub->add_option("--text", args->text,
+                               "a text file, tokenized whole and scored in strided windows");
+  auto* dataset = sub->add_option("--dataset", args->dataset,
+                                  "a dataset directory of `zaya data prepare`: its --split, "
+                                  "scored in strided windows");
+  auto* tokens = sub->add_option("--tokens", args->tokens,
+                                 "file with one sequence per line of whitespace-separated token "
+                                 "ids (all lines the same length, at least 2 tokens), each "
+                                 "scored on its own");
+  text->excludes(dataset)->excludes(tokens);
+  dataset->excludes(tokens);
+  auto* split = add_enum_option(sub, "--split", args->split, "the dataset's split to score");
+  sub->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json that encodes --text, or that --dataset must have been made "
+                  "with (default: the model directory's tokenizer.json)");
+  sub->add_option("--context", args->context,
+                  "tokens a window holds (default: tokenizer_config.json's model_max_length in "
+                  "the model directory, else max_position_embeddings up to 2048)")
+      ->check(positive_number());
+  sub->add_option("--stride", args->stride,
+                  "tokens between window starts; each window scores the tokens no earlier one "
+                  "did (default: context / 2)")
+      ->check(positive_number());
+  sub->add_option("--max-tokens", args->max_tokens, "score at most this many tokens (the first)")
+      ->check(positive_number());
+  sub->add_flag("--no-bos", args->no_bos, "--text: do not start the text with the BOS token");
+  sub->add_flag("--json", args->json, "print the result as one JSON object");
+  sub->add_option("--logits", args->logits_out,
+                  "--tokens: write logits F32 [B,T,V] to this safetensors");
   sub->add_option("--grads", args->grads_out,
-                  "write the loss gradient of every trainable parameter to this safetensors");
+                  "--tokens: write the loss gradient of every trainable parameter to this "
+                  "safetensors");
   sub->add_option("--rows-per-batch", args->rows_per_batch,
-                  "rows evaluated together (default: as many as fit in 2 GiB of activations; "
-                  "results agree up to rounding)")
+                  "rows (windows) evaluated together (default: as many as fit in 2 GiB of "
+                  "activations; results agree up to rounding)")
       ->check(non_negative_number());
-  sub->add_option("--device", args->device,
-                  "where the forward and backward run: cpu (default) or gpu (a build with a GPU "
-                  "backend, on a machine with a GPU)")
-      ->check(CLI::IsMember({"cpu", "gpu"}));
+  add_enum_option(sub, "--device", args->device,
+                  "where the forward and backward run: cpu or gpu (a build with a GPU backend, "
+                  "on a machine with a GPU)");
   sub->add_flag("--quiet", args->quiet, "no progress output");
-  return [args] { return run_eval(*args); };
+  return [args, split] {
+    args->split_given = split->count() > 0;
+    return run_eval(*args);
+  };
 }
 
 }  // namespace zaya::cli

@@ -1,9 +1,12 @@
-// zaya tokenize --tokenizer tokenizer.json [--text STR | --file F | --jsonl F] [--bos] [--decode]
-// Encoding prints ids space-separated, one line per input: --text is one input, --file one per
-// line, --jsonl one per line holding a JSON string (or an object with a "text" string), so texts
-// may hold newlines; with none of them, lines of standard input. No BOS unless --bos.
-// --decode reverses it: each input line holds ids (whitespace-separated, or a JSON array) and
-// prints its text, one per line; with --jsonl each text is printed as a JSON string instead.
+// zaya tokenize --tokenizer tokenizer.json [--text STR | --file F [--lines] | --jsonl F] [--bos]
+//               [--decode]
+// Encoding prints ids space-separated, one line per input: --text is one input; --file is one
+// input, the whole file with its newlines (what data prepare and eval --text encode), or one per
+// line with --lines; --jsonl one per line holding a JSON string (or an object with a "text"
+// string), so texts may hold newlines; with none of them, each line of standard input (for
+// typing at a terminal). No BOS unless --bos. --decode reverses it: each input line holds ids
+// (whitespace-separated, or a JSON array) and prints its text, one per line; with --jsonl each
+// text is printed as a JSON string instead.
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "data/tokenizer.h"
+#include "io/file.h"
 #include "io/json_parse.h"
 
 namespace zaya::cli {
@@ -23,7 +27,7 @@ namespace {
 
 struct TokenizeArgs {
   std::string tokenizer, text, file, jsonl;
-  bool has_text = false, bos = false, decode = false;
+  bool has_text = false, bos = false, decode = false, lines = false;
 };
 
 // Calls fn(line, line_number) for every line of `path` ("-": standard input), without "\n"/"\r\n".
@@ -142,6 +146,8 @@ int run_tokenize(const TokenizeArgs& a) {
       else
         encode(jsonl_text(line, where(a.jsonl, n)));
     });
+  } else if (!a.file.empty() && !a.lines && !a.decode) {
+    encode(read_text_file(a.file, "input file"));  // one text, newlines and all
   } else {
     const std::string path = a.file.empty() ? "-" : a.file;
     for_each_line(path, [&](const std::string& line, int64_t n) {
@@ -163,12 +169,17 @@ Action add_tokenize_command(CLI::App& app) {
   sub->add_option("--tokenizer", args->tokenizer, "tokenizer.json (Hugging Face format)")
       ->required();
   auto* text = sub->add_option("--text", args->text, "one text to encode (or ids to decode)");
-  auto* file = sub->add_option("--file", args->file, "encode every line of this file");
+  auto* file = sub->add_option("--file", args->file,
+                               "encode this file as one text, newlines included (with --lines: "
+                               "each line on its own); with --decode, lines of ids");
   auto* jsonl = sub->add_option("--jsonl", args->jsonl,
                                 "encode every line of this file, each a JSON string (texts may "
                                 "hold newlines); with --decode, print JSON strings");
+  auto* lines = sub->add_flag("--lines", args->lines,
+                              "with --file: encode each line on its own, one line of ids each");
   text->excludes(file)->excludes(jsonl);
   file->excludes(jsonl);
+  lines->needs(file);
   auto* bos = sub->add_flag("--bos", args->bos, "start every sequence with the BOS token");
   sub->add_flag("--decode", args->decode, "decode lines of token ids to text")->excludes(bos);
   return [args, text] {

@@ -1,6 +1,7 @@
 // zaya tokenizer-train --input GLOB [--input GLOB ...] --vocab-size N --out tokenizer.json
 // Learns a byte-fallback BPE tokenizer of exactly N tokens from text files (data/bpe_train.h)
-// and writes it in Gemma 3's tokenizer.json format.
+// and writes it in Gemma 3's tokenizer.json format. Progress on stderr (--quiet: none), the
+// "wrote" line on stdout; input without text is an error (exit 1), not an empty tokenizer.
 #include <glob.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
+#include "core/output.h"
 #include "data/bpe_train.h"
 
 namespace zaya::cli {
@@ -64,7 +66,7 @@ int run_train(TrainArgs& a) {
   log_info("tokenizer-train: {} file(s), vocabulary {}", files.size(), a.vocab_size);
   const Tokenizer tok = train_bpe(files, a.vocab_size, a.opt);
   tok.save(a.out);
-  log_info("tokenizer-train: wrote {} ({} tokens)", a.out, tok.vocab_size());
+  print_result("tokenizer-train: wrote {} ({} tokens)", a.out, tok.vocab_size());
   return 0;
 }
 

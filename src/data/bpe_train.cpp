@@ -158,8 +158,9 @@ uint64_t pair_key(int32_t a, int32_t b) {
   return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
 }
 
+// `source` names the input in the error for an input without text ("a.txt (0 bytes)").
 Tokenizer train(const std::function<void(const Tokenizer&, WordCounts&)>& count, int64_t vocab_size,
-                const BpeTrainOptions& opt) {
+                const BpeTrainOptions& opt, const std::function<std::string()>& source) {
   ZAYA_CHECK_INPUT(vocab_size >= bpe_min_vocab_size(),
                    "vocab size {} is too small: a trained tokenizer needs at least {} (7 special, "
                    "{} newline and 256 byte tokens, and one more)",
@@ -170,6 +171,10 @@ Tokenizer train(const std::function<void(const Tokenizer&, WordCounts&)>& count,
       gemma_style_json(vocab, {}, kNumAdded, vocab.size()), "tokenizer skeleton");
   WordCounts counts;
   count(skeleton, counts);
+  // Nothing to learn from (empty files, only newlines): a tokenizer of byte fallback and unused
+  // slots would be written without complaint, so this is an error.
+  if (counts.empty())
+    fail("no text to train a tokenizer on: {} (empty, or only newlines)", source());
   if (opt.progress)
     log_info("tokenizer-train: {} distinct words ({:.1f}s)", counts.size(), timer.seconds());
 
@@ -340,7 +345,7 @@ Tokenizer train_bpe_on_texts(const std::vector<std::string>& texts, int64_t voca
                              const BpeTrainOptions& opt) {
   return train(
       [&](const Tokenizer& skeleton, WordCounts& counts) { count_blocks(skeleton, texts, counts); },
-      vocab_size, opt);
+      vocab_size, opt, [&] { return fmt::format("the {} text(s)", texts.size()); });
 }
 
 Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
@@ -393,7 +398,19 @@ Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
         progress.update(int64_t(bytes));
         progress.finish();
       },
-      vocab_size, opt);
+      vocab_size, opt,
+      [&] {
+        std::string names;
+        int64_t bytes = 0;
+        for (size_t i = 0; i < files.size(); ++i) {
+          std::error_code ec;
+          const auto n = std::filesystem::file_size(files[i], ec);
+          bytes += ec ? 0 : int64_t(n);
+          if (i < 3) names += (i ? ", " : "") + files[i];
+        }
+        if (files.size() > 3) names += fmt::format(" and {} more", files.size() - 3);
+        return fmt::format("{} ({} bytes)", names, bytes);
+      });
 }
 
 }  // namespace zaya

@@ -30,7 +30,8 @@ inline constexpr int kNewlineRuns = 8;  // "\n" … "\n"×8 are added tokens
 int64_t bpe_min_vocab_size();
 
 // Trains on text files, streamed in blocks; counting runs on all OpenMP threads. Throws
-// zaya::Error on a missing file or a vocab_size below bpe_min_vocab_size().
+// zaya::Error on a missing file, a vocab_size below bpe_min_vocab_size(), or input without any
+// text to learn from (empty files, only newlines), naming the files.
 Tokenizer train_bpe(const std::vector<std::string>& files, int64_t vocab_size,
                     const BpeTrainOptions& opt = {});
 // The same on in-memory texts (each text is one document).

@@ -48,6 +48,29 @@ uint64_t feistel_permute(uint64_t i, uint64_t n, uint64_t key) {
   return x;
 }
 
+namespace {
+
+// What to do about a split the manifest lacks, told from how the dataset was made.
+std::string missing_split_hint(const DatasetManifest& m, const std::string& split) {
+  if (split != "val") return "re-run `zaya data prepare`";
+  if (m.val_fraction <= 0)
+    return "it was prepared with --val-fraction 0; re-run `zaya data prepare` with "
+           "--val-fraction 0.05, say, for a validation loss";
+  if (m.cut_bytes == 0)  // written before documents were cut: whole documents only
+    return fmt::format(
+        "it was prepared with --val-fraction {} by a `zaya data prepare` that set only whole "
+        "documents aside, and all {} went to train; re-run `zaya data prepare`, which now also "
+        "sets aside the last {:g}% of a large document",
+        m.val_fraction, m.splits.count("train") ? m.splits.at("train").documents : 0,
+        m.val_fraction * 100);
+  return fmt::format(
+      "it was prepared with --val-fraction {}, but the corpus was too small to set any text "
+      "aside; add text",
+      m.val_fraction);
+}
+
+}  // namespace
+
 TokenLoader::TokenLoader(const std::string& dataset_dir, const std::string& split, int64_t window,
                          uint64_t seed, int rank, int world, bool verify)
     : dir_(dataset_dir), split_(split), window_(window), seed_(seed), rank_(rank), world_(world) {
@@ -57,8 +80,8 @@ TokenLoader::TokenLoader(const std::string& dataset_dir, const std::string& spli
   manifest_ = read_manifest(dataset_dir);
   auto it = manifest_.splits.find(split);
   if (it == manifest_.splits.end() || it->second.shards.empty())
-    fail("{}: the dataset has no \"{}\" split (re-run `zaya data prepare`{})", dataset_dir, split,
-         split == "val" ? " with --val-fraction > 0" : "");
+    fail("{}: the dataset has no \"{}\" split: {}", dataset_dir, split,
+         missing_split_hint(manifest_, split));
   starts_.push_back(0);
   for (const ShardEntry& e : it->second.shards) {
     ShardFile f = ShardFile::open(dataset_dir + "/" + e.file, verify);
@@ -75,10 +98,12 @@ TokenLoader::TokenLoader(const std::string& dataset_dir, const std::string& spli
     shards_.push_back(std::move(f));
   }
   if (total_tokens_ < window)
-    fail(
-        "{}: split \"{}\" has {} tokens, fewer than one window of {} (seq_len + 1); use more "
-        "data or a shorter sequence",
-        dataset_dir, split, total_tokens_, window);
+    fail("{}: split \"{}\" has {} tokens, fewer than one window of {} (seq_len + 1); {}",
+         dataset_dir, split, total_tokens_, window,
+         split == "val" ? fmt::format("re-run `zaya data prepare` with a larger --val-fraction "
+                                      "(it was {}), add text, or use a shorter seq_len",
+                                      manifest_.val_fraction)
+                        : std::string("use more data or a shorter seq_len"));
   windows_ = uint64_t(total_tokens_ - 1) / uint64_t(window - 1);
   state_.windows = windows_;
 }
@@ -90,18 +115,23 @@ int64_t TokenLoader::window_at(uint64_t epoch, uint64_t g) const {
 
 void TokenLoader::read_window(int64_t k, int32_t* out) const {
   ZAYA_ASSERT(k >= 0 && uint64_t(k) < windows_, "window {} of {}", k, windows_);
-  int64_t pos = k * (window_ - 1), left = window_;
+  read_tokens(k * (window_ - 1), window_, out);
+}
+
+void TokenLoader::read_tokens(int64_t pos, int64_t n, int32_t* out) const {
+  ZAYA_ASSERT(pos >= 0 && n >= 0 && pos + n <= total_tokens_, "tokens [{}, {}) of {}", pos, pos + n,
+              total_tokens_);
+  if (n == 0) return;
   // The shard holding `pos`: the last start ≤ pos.
   size_t s = size_t(std::upper_bound(starts_.begin(), starts_.end(), pos) - starts_.begin()) - 1;
-  while (left > 0) {
-    ZAYA_ASSERT(s < shards_.size(), "window {} runs past the stream", k);
+  while (n > 0) {
     const int64_t off = pos - starts_[s];
-    const int64_t n = std::min(left, shards_[s].size() - off);
+    const int64_t take = std::min(n, shards_[s].size() - off);
     // Tokens are < vocab size ≤ INT32_MAX (checked on open), so u32 → i32 keeps the value.
-    std::memcpy(out, shards_[s].tokens() + off, size_t(n) * sizeof(int32_t));
-    out += n;
-    pos += n;
-    left -= n;
+    std::memcpy(out, shards_[s].tokens() + off, size_t(take) * sizeof(int32_t));
+    out += take;
+    pos += take;
+    n -= take;
     ++s;
   }
 }

@@ -52,6 +52,8 @@ class TokenLoader {
   void advance(uint64_t global_rows);
   // The tokens of window k (in stream order, not shuffled) into out[0, window).
   void read_window(int64_t k, int32_t* out) const;
+  // Tokens [pos, pos + n) of the split's stream (the shards in order) into out[0, n).
+  void read_tokens(int64_t pos, int64_t n, int32_t* out) const;
   // The stream index of the window at global row g of epoch e (the permutation).
   int64_t window_at(uint64_t epoch, uint64_t g) const;
 

@@ -1,5 +1,6 @@
 // `zaya data prepare` (prepare.h): input files → documents → token ids (EOS-separated) →
-// train/val shards by a seeded hash of each document, and the dataset manifest.
+// train/val shards by a seeded hash of each document (or a token range of a large one), and the
+// dataset manifest.
 #include "data/prepare.h"
 
 #include <glob.h>
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -48,12 +50,13 @@ struct Piece {
   std::string bytes;
 };
 
-// The encoded documents of one piece, in order.
+// The encoded documents of one piece, in order. A cut document is two entries here (its train
+// part, then its val part).
 struct Encoded {
   std::vector<uint32_t> tokens;  // all documents back to back
   std::vector<size_t> doc_end;   // end offset of each document in tokens
   std::vector<uint8_t> doc_val;  // 1: the document goes to "val"
-  int64_t empty = 0;
+  int64_t documents = 0, empty = 0, cut = 0;
   std::string error;  // non-empty: the first problem, already naming file[:line]
 };
 
@@ -119,15 +122,38 @@ class PieceReader {
   int64_t line_ = 1;
 };
 
+// Tokens of an n-token document (n ≥ 2) that a cut sends to "val": its val_fraction share,
+// rounded, at least one and never all.
+size_t val_tail(size_t n, double val_fraction) {
+  const auto v = size_t(std::llround(val_fraction * double(n)));
+  return std::clamp<size_t>(v, 1, n - 1);
+}
+
+// The size over which a document is cut (prepare.h): over 1/kCutShare of the validation target,
+// and with a validation share of at least kCutMinValBytes. 0: no cutting (no validation split).
+int64_t cut_threshold(double val_fraction, int64_t input_bytes) {
+  if (val_fraction <= 0) return 0;
+  const double bytes =
+      std::max(val_fraction * double(input_bytes) / kCutShare, kCutMinValBytes / val_fraction);
+  return int64_t(std::ceil(bytes));
+}
+
 bool blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r'; });
 }
 
 // Parses and encodes one piece. Never throws: the first problem is returned in `error`.
 Encoded encode_piece(const Piece& piece, const std::string& path, const PrepareOptions& opt,
-                     const EncodeFn& encode) {
+                     int64_t cut_bytes, const EncodeFn& encode) {
   Encoded out;
   std::string where = path;
+  auto push = [&](const int32_t* ids, size_t n, bool val) {
+    if (opt.bos_id >= 0) out.tokens.push_back(uint32_t(opt.bos_id));
+    out.tokens.insert(out.tokens.end(), ids, ids + n);
+    out.tokens.push_back(uint32_t(opt.eos_id));
+    out.doc_end.push_back(out.tokens.size());
+    out.doc_val.push_back(val);
+  };
   auto add_doc = [&](std::string_view text) {
     if (text.empty()) {
       ++out.empty;
@@ -147,12 +173,16 @@ Encoded encode_piece(const Piece& piece, const std::string& path, const PrepareO
       if (id < 0 || int64_t(id) >= opt.vocab_size)
         fail("{}: the tokenizer produced token id {}, outside the vocabulary of {}", where, id,
              opt.vocab_size);
-    if (opt.bos_id >= 0) out.tokens.push_back(uint32_t(opt.bos_id));
-    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
-    out.tokens.push_back(uint32_t(opt.eos_id));
-    out.doc_end.push_back(out.tokens.size());
+    ++out.documents;
+    if (cut_bytes > 0 && int64_t(text.size()) >= cut_bytes && ids.size() >= 2) {
+      const size_t v = val_tail(ids.size(), opt.val_fraction);
+      push(ids.data(), ids.size() - v, false);
+      push(ids.data() + ids.size() - v, v, true);
+      ++out.cut;
+      return;
+    }
     const uint64_t h = XXH3_64bits_withSeed(text.data(), text.size(), kSplitHashSeed);
-    out.doc_val.push_back(double(h >> 11) * 0x1.0p-53 < opt.val_fraction);
+    push(ids.data(), ids.size(), double(h >> 11) * 0x1.0p-53 < opt.val_fraction);
   };
   try {
     if (!piece.jsonl) {
@@ -212,6 +242,20 @@ struct SplitWriter {
     other.add(pending.data(), pending.size());
     has_pending = false;
     --info.documents;
+  }
+  // Cuts the held-back document as prepare.h describes, its val part to `other`; false (nothing
+  // done) when it has fewer than 2 tokens besides BOS and EOS.
+  bool cut_pending_to(SplitWriter& other, double val_fraction, bool bos) {
+    ZAYA_ASSERT(has_pending, "no document held back in {}", name);
+    const size_t first = bos ? 1 : 0;
+    if (pending.size() < first + 3) return false;
+    const size_t n = pending.size() - first - 1;
+    const size_t v = val_tail(n, val_fraction);
+    std::vector<uint32_t> tail(pending.begin(), pending.begin() + ptrdiff_t(first));
+    tail.insert(tail.end(), pending.end() - 1 - ptrdiff_t(v), pending.end());  // … EOS
+    pending.erase(pending.end() - 1 - ptrdiff_t(v), pending.end() - 1);
+    other.add(tail.data(), tail.size());
+    return true;
   }
   void write(const uint32_t* t, size_t n) {
     while (n > 0) {
@@ -317,6 +361,7 @@ PrepareStats prepare_shards(const PrepareOptions& opt, const EncodeFn& encode) {
   if (ec) fail("{}: cannot create the output directory: {}", opt.out_dir, ec.message());
   fs::remove(fs::path(opt.out_dir) / kManifestName, ec);  // incomplete until rewritten
 
+  stats.cut_bytes = cut_threshold(opt.val_fraction, stats.input_bytes);
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
   SplitWriter train("train", opt.out_dir, uint32_t(opt.vocab_size), opt.shard_tokens);
   SplitWriter val("val", opt.out_dir, uint32_t(opt.vocab_size), opt.shard_tokens);
@@ -341,11 +386,13 @@ PrepareStats prepare_shards(const PrepareOptions& opt, const EncodeFn& encode) {
     std::vector<Encoded> encoded(round.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t i = 0; i < round.size(); ++i)
-      encoded[i] = encode_piece(round[i], files[round[i].file], opt, encode);
+      encoded[i] = encode_piece(round[i], files[round[i].file], opt, stats.cut_bytes, encode);
     for (size_t i = 0; i < round.size(); ++i) {
       const Encoded& e = encoded[i];
       if (!e.error.empty()) throw Error(e.error);
+      stats.documents += e.documents;
       stats.empty_documents += e.empty;
+      stats.cut_documents += e.cut;
       size_t begin = 0;
       for (size_t d = 0; d < e.doc_end.size(); ++d) {
         (e.doc_val[d] ? val : train).add(e.tokens.data() + begin, e.doc_end[d] - begin);
@@ -354,18 +401,20 @@ PrepareStats prepare_shards(const PrepareOptions& opt, const EncodeFn& encode) {
       bytes_done += int64_t(round[i].bytes.size());
     }
     progress.update(bytes_done,
-                    fmt::format("{} docs, {} tokens",
-                                human_count(double(train.info.documents + val.info.documents)),
+                    fmt::format("{} docs, {} tokens", human_count(double(stats.documents)),
                                 human_count(double(train.info.tokens + val.info.tokens))));
   }
 
-  stats.documents = train.info.documents + val.info.documents;
   if (stats.documents == 0)
     fail("no documents: {} input file(s) matched but every document is empty", files.size());
-  // Each split gets at least one document when there are two (see prepare.h).
-  if (opt.val_fraction > 0 && val.info.documents == 0 && train.info.documents >= 2)
-    train.give_pending_to(val);
+  // Neither split is left empty when it can be filled (see prepare.h).
   if (train.info.documents == 0) val.give_pending_to(train);
+  if (opt.val_fraction > 0 && val.info.documents == 0) {
+    if (train.info.documents >= 2)
+      train.give_pending_to(val);
+    else if (train.cut_pending_to(val, opt.val_fraction, opt.bos_id >= 0))
+      ++stats.cut_documents;
+  }
   train.finish();
   val.finish();
 
@@ -375,6 +424,9 @@ PrepareStats prepare_shards(const PrepareOptions& opt, const EncodeFn& encode) {
   m.bos_id = opt.bos_id;
   m.files = stats.files;
   m.val_fraction = opt.val_fraction;
+  m.documents = stats.documents;
+  m.cut_documents = stats.cut_documents;
+  m.cut_bytes = stats.cut_bytes;
   if (!opt.tokenizer_path.empty()) {
     m.tokenizer_path = fs::absolute(opt.tokenizer_path).lexically_normal().string();
     m.tokenizer_xxh3 = hex64(file_checksum(opt.tokenizer_path));
@@ -394,6 +446,23 @@ PrepareStats prepare_shards(const PrepareOptions& opt, const EncodeFn& encode) {
                               human_count(double(stats.train_tokens + stats.val_tokens))));
   stats.seconds = timer.seconds();
   return stats;
+}
+
+std::string small_val_warning(const PrepareStats& s, double val_fraction) {
+  if (val_fraction <= 0) return "";
+  const int64_t need = kSmallValWindows * kSmallValSeqLen + 1;
+  if (s.val_tokens >= need) return "";
+  if (s.val_tokens == 0)
+    return fmt::format(
+        "no validation split: the corpus ({} tokens) is too small to set any aside; add text",
+        s.train_tokens);
+  const int64_t windows = (s.val_tokens - 1) / kSmallValSeqLen;
+  return fmt::format(
+      "the validation split holds only {} tokens: {} window(s) of seq_len {}, {} of seq_len 128 "
+      "(fewer than {} windows of {} gives a noisy validation loss, and none when seq_len ≥ {}); "
+      "raise --val-fraction (now {}) or add text",
+      s.val_tokens, windows, kSmallValSeqLen, (s.val_tokens - 1) / 128, kSmallValWindows,
+      kSmallValSeqLen, s.val_tokens, val_fraction);
 }
 
 }  // namespace zaya

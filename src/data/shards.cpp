@@ -183,6 +183,9 @@ DatasetManifest read_manifest(const std::string& dir) {
     }
     m.files = j.value("files", int64_t(0));
     m.val_fraction = j.value("val_fraction", 0.0);
+    m.documents = j.value("documents", int64_t(0));
+    m.cut_documents = j.value("cut_documents", int64_t(0));
+    m.cut_bytes = j.value("cut_bytes", int64_t(0));
     for (const auto& [name, sj] : j.at("splits").items()) {
       SplitInfo s;
       s.documents = sj.at("documents").get<int64_t>();
@@ -226,6 +229,9 @@ void write_manifest(const std::string& dir, const DatasetManifest& m) {
   j["tokenizer"] = {{"path", m.tokenizer_path}, {"xxh3", m.tokenizer_xxh3}};
   j["files"] = m.files;
   j["val_fraction"] = m.val_fraction;
+  j["documents"] = m.documents;
+  j["cut_documents"] = m.cut_documents;
+  j["cut_bytes"] = m.cut_bytes;
   json splits = json::object();
   for (const auto& [name, s] : m.splits) {
     json shards = json::array();

@@ -16,12 +16,16 @@
 // train_000000.bin …, val_000000.bin … and dataset.json:
 //   {"format": "zaya-token-shards", "version": 1, "vocab_size": V, "eos_id": E, "bos_id": B|-1,
 //    "tokenizer": {"path": …, "xxh3": "<hex>"}, "files": n, "val_fraction": f,
+//    "documents": D, "cut_documents": c, "cut_bytes": b,
 //    "splits": {"train": {"documents": d, "tokens": t,
 //                         "shards": [{"file": "train_000000.bin", "tokens": n,
 //                                     "xxh3": "<hex>"}, …]},
 //               "val": {…}}}
 // A split's token stream is the concatenation of its shards in order (documents may span a
-// shard boundary).
+// shard boundary). D counts the input documents, c those cut by token range between the splits
+// (data/prepare.h; each part counts among its split's d), b the text size over which a document is
+// cut (0: none). D, c and b were added within version 1: a manifest without them reads as 0 (it
+// was written before cutting existed, by whole documents).
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -29,11 +33,22 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "core/enum_words.h"
 #include "io/file.h"
 
 namespace zaya {
+
+// The splits a dataset may hold ("splits" in dataset.json).
+enum class DataSplit { Train, Val };
+template <>
+struct EnumWords<DataSplit> {
+  static constexpr std::pair<DataSplit, std::string_view> words[] = {{DataSplit::Train, "train"},
+                                                                     {DataSplit::Val, "val"}};
+};
 
 inline constexpr char kShardMagic[9] = "ZAYATOK1";
 inline constexpr uint32_t kShardVersion = 1;
@@ -109,7 +124,8 @@ struct DatasetManifest {
   std::string tokenizer_path, tokenizer_xxh3;
   int64_t files = 0;
   double val_fraction = 0;
-  std::map<std::string, SplitInfo> splits;  // "train", "val"
+  int64_t documents = 0, cut_documents = 0, cut_bytes = 0;  // 0 in an older manifest
+  std::map<std::string, SplitInfo> splits;                  // "train", "val"
 };
 
 // dir/dataset.json, validated (types, counts consistent with the shard list); throws Error.

@@ -117,3 +117,20 @@ TEST(BpeTrain, BadInput) {
                {"/nonexistent/zaya.txt", "cannot open"});
   expect_error([] { train_bpe_on_texts({"abc"}, 100); }, {"vocab size 100 is too small", "272"});
 }
+
+// Input without any text (empty files, only newlines) is an error naming the files, not a
+// tokenizer of byte fallback and unused slots.
+TEST(BpeTrain, NoTextIsAnError) {
+  ScratchDir dir;
+  std::ofstream(dir / "empty.txt", std::ios::binary) << "";
+  std::ofstream(dir / "newlines.txt", std::ios::binary) << "\n\n\n\n";
+  expect_error([&] { train_bpe({dir / "empty.txt"}, 1000); },
+               {"no text to train a tokenizer on", "empty.txt (0 bytes)"});
+  expect_error(
+      [&] {
+        train_bpe({dir / "empty.txt", dir / "newlines.txt"}, 1000);
+      },
+      {"no text", "empty.txt, " + dir / "newlines.txt"});
+  expect_error([] { train_bpe_on_texts({"", ""}, 1000); }, {"no text", "2 text(s)"});
+  EXPECT_EQ(train_bpe_on_texts({"", "a"}, 1000).vocab_size(), 1000);  // one character will do
+}

@@ -22,9 +22,8 @@ constexpr int64_t kVocab = 1 << 20;
 // A dataset whose train stream is 0, 1, 2, … N−1 split over shards of the given sizes, so a
 // window identifies itself by its first token.
 void make_dataset(const std::string& dir, std::vector<int64_t> shard_sizes,
-                  std::vector<int64_t> val_sizes = {}) {
+                  std::vector<int64_t> val_sizes = {}, DatasetManifest m = {}) {
   std::filesystem::create_directories(dir);
-  DatasetManifest m;
   m.vocab_size = kVocab;
   m.eos_id = 0;
   auto add_split = [&](const std::string& name, const std::vector<int64_t>& sizes) {
@@ -172,6 +171,42 @@ TEST(Loader, ValSplitAndErrors) {
   expect_error([&] { TokenLoader(dir.path, "train", 10, 0, 2, 2); }, {"rank 2"});
   ScratchDir empty;
   expect_error([&] { TokenLoader(empty.path, "train", 10, 0); }, {"no dataset.json"});
+}
+
+// The hint for a missing or short val split says what actually happened and what to do.
+TEST(Loader, MissingValSplitHintTellsTheTruth) {
+  ScratchDir none, old, small, tiny;
+  DatasetManifest m;
+  m.val_fraction = 0;
+  make_dataset(none.path, {100}, {}, m);
+  expect_error([&] { TokenLoader(none.path, "val", 10, 0); },
+               {"no \"val\" split", "prepared with --val-fraction 0;",
+                "re-run `zaya data prepare` with --val-fraction"});
+  // An older dataset (no cut_bytes): whole documents only, all went to train.
+  m.val_fraction = 0.05;
+  make_dataset(old.path, {100}, {}, m);
+  expect_error([&] { TokenLoader(old.path, "val", 10, 0); },
+               {"--val-fraction 0.05", "whole documents", "all 1 went to train",
+                "re-run `zaya data prepare`", "last 5% of a large document"});
+  // This version cut what it could and found nothing: the corpus is too small.
+  m.cut_bytes = 5120;
+  make_dataset(tiny.path, {100}, {}, m);
+  expect_error([&] { TokenLoader(tiny.path, "val", 10, 0); }, {"too small", "add text"});
+  // A split shorter than a window: a larger fraction, more text or a shorter seq_len.
+  make_dataset(small.path, {100}, {20}, m);
+  expect_error([&] { TokenLoader(small.path, "val", 33, 0); },
+               {"split \"val\" has 20 tokens", "fewer than one window of 33",
+                "larger --val-fraction (it was 0.05)", "shorter seq_len"});
+}
+
+TEST(Loader, ReadTokensCrossesShards) {
+  ScratchDir dir;
+  make_dataset(dir.path, {7, 1, 12});
+  const TokenLoader l(dir.path, "train", 2, 0);
+  std::vector<int32_t> got(12);
+  l.read_tokens(5, 12, got.data());
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(got[size_t(i)], 5 + i);  // the stream is 0, 1, 2, …
+  l.read_tokens(0, 0, got.data());                                // nothing: no error
 }
 
 TEST(Loader, CorruptedOrMissingShardNamesTheFile) {

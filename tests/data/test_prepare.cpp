@@ -1,9 +1,11 @@
 // data/prepare: a temporary corpus through a fake tokenizer (byte b → id b + 3; EOS 1, BOS 2):
-// identical bytes for any thread count, EOS-separated documents, a non-empty disjoint val split,
-// JSON Lines parsing and every input error.
+// identical bytes for any thread count, EOS-separated documents, a non-empty disjoint val split
+// (whole small documents by hash; large ones cut by token range, as for a single text file),
+// the small-split warning, JSON Lines parsing and every input error.
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -159,6 +161,11 @@ TEST(Prepare, DocumentsAreEosSeparatedAndSplitDisjointly) {
   EXPECT_EQ(m.files, 42);
   EXPECT_EQ(m.splits.at("train").tokens, s.train_tokens);
   EXPECT_EQ(m.splits.at("val").documents, s.val_documents);
+  // Small documents go whole: none is cut.
+  EXPECT_EQ(s.cut_documents, 0);
+  EXPECT_EQ(m.cut_documents, 0);
+  EXPECT_EQ(m.documents, s.documents);
+  EXPECT_GT(m.cut_bytes, 0);
 }
 
 TEST(Prepare, SmallCorpusStillGetsAValDocument) {
@@ -172,15 +179,128 @@ TEST(Prepare, SmallCorpusStillGetsAValDocument) {
   const PrepareStats s = prepare_shards(o, fake_encode);
   EXPECT_EQ(s.train_documents, 1);
   EXPECT_EQ(s.val_documents, 1);
-  // One document: it trains; there is no val split.
+  EXPECT_EQ(s.cut_documents, 0);  // two documents: one moves over whole
+  // One short document: it is cut, its last token to val, even at a tiny fraction.
   write_file(dir / "one.txt", "solo");
   o.inputs = {dir / "one.txt"};
-  o.val_fraction = 0.999;
   const PrepareStats one = prepare_shards(o, fake_encode);
-  EXPECT_EQ(one.train_documents, 1);
-  EXPECT_EQ(one.val_documents, 0);
+  EXPECT_EQ(one.cut_documents, 1);
+  EXPECT_EQ(documents(read_split(o.out_dir, "train")), std::vector<std::string>{"sol"});
+  EXPECT_EQ(documents(read_split(o.out_dir, "val")), std::vector<std::string>{"o"});
+  // At 0.999 train still keeps a token.
+  o.val_fraction = 0.999;
+  prepare_shards(o, fake_encode);
+  EXPECT_EQ(documents(read_split(o.out_dir, "train")), std::vector<std::string>{"s"});
+  EXPECT_EQ(documents(read_split(o.out_dir, "val")), std::vector<std::string>{"olo"});
+  // A one-token document cannot be cut: no val split, and the warning says so.
+  write_file(dir / "one.txt", "x");
+  const PrepareStats tiny = prepare_shards(o, fake_encode);
+  EXPECT_EQ(tiny.val_documents, 0);
   EXPECT_EQ(read_manifest(o.out_dir).splits.count("val"), 0u);
-  EXPECT_EQ(documents(read_split(o.out_dir, "train")), std::vector<std::string>{"solo"});
+  EXPECT_NE(small_val_warning(tiny, o.val_fraction).find("no validation split"), std::string::npos);
+}
+
+namespace {
+
+// Text of `bytes` bytes, lines of words, different for each seed.
+std::string prose(size_t bytes, int seed) {
+  std::string s;
+  for (int i = 0; s.size() < bytes; ++i)
+    s += fmt::format("{} line {} of text {}{}", seed, i, std::string(size_t(i % 7), 'a' + seed),
+                     i % 5 == 4 ? ".\n" : " ");
+  s.resize(bytes);
+  return s;
+}
+
+}  // namespace
+
+TEST(Prepare, OneTextFileIsCutByTokenRange) {
+  ScratchDir dir;
+  const std::string text = prose(200000, 0);
+  write_file(dir / "book.txt", text);
+  PrepareOptions o = options(dir, "out", 2);
+  o.inputs = {dir / "book.txt"};
+  for (const double f : {0.05, 0.005, 0.5}) {
+    o.val_fraction = f;
+    const PrepareStats s = prepare_shards(o, fake_encode);
+    EXPECT_EQ(s.documents, 1);
+    EXPECT_EQ(s.cut_documents, 1);
+    EXPECT_EQ(s.train_documents, 1);
+    EXPECT_EQ(s.val_documents, 1);
+    const auto train = documents(read_split(o.out_dir, "train"));
+    const auto val = documents(read_split(o.out_dir, "val"));
+    ASSERT_EQ(train.size(), 1u);
+    ASSERT_EQ(val.size(), 1u);
+    // The head trains, the tail validates: together the text, the tail f of it.
+    EXPECT_EQ(train[0] + val[0], text);
+    EXPECT_EQ(val[0].size(), size_t(std::llround(f * double(text.size())))) << f;
+    const DatasetManifest m = read_manifest(o.out_dir);
+    EXPECT_EQ(m.cut_documents, 1);
+    EXPECT_EQ(m.documents, 1);
+  }
+  // At 0.05, 10 000 tokens of val: windows of seq_len 1024, no warning.
+  o.val_fraction = 0.05;
+  const PrepareStats s = prepare_shards(o, fake_encode);
+  EXPECT_EQ(small_val_warning(s, 0.05), "");
+  TokenLoader val(o.out_dir, "val", 1025, 1);
+  EXPECT_EQ(val.total_windows(), (s.val_tokens - 1) / 1024);
+  EXPECT_GE(val.total_windows(), 9);
+}
+
+TEST(Prepare, LargeDocumentsAreCutSmallOnesGoWhole) {
+  ScratchDir dir;
+  std::filesystem::create_directories(dir / "in");
+  // Two large files (the old rule sent one of them whole to val) and small ones.
+  const std::string a = prose(60000, 1), b = prose(90000, 2);
+  write_file(dir / "in/a.txt", a);
+  write_file(dir / "in/b.txt", b);
+  std::vector<std::string> small;
+  for (int i = 0; i < 20; ++i) {
+    small.push_back(fmt::format("small document {}", i));
+    write_file(dir / fmt::format("in/s{:02}.txt", i), small.back());
+  }
+  PrepareOptions o = options(dir, "out1", 1);
+  o.inputs = {dir / "in/*.txt"};
+  o.val_fraction = 0.1;
+  const PrepareStats s = prepare_shards(o, fake_encode);
+  EXPECT_EQ(s.documents, 22);
+  EXPECT_EQ(s.cut_documents, 2);
+  // cut_bytes: the larger of 1/8 of the val target and 256 / fraction.
+  EXPECT_EQ(
+      s.cut_bytes,
+      int64_t(std::ceil(std::max(0.1 * double(s.input_bytes) / kCutShare, kCutMinValBytes / 0.1))));
+  const auto train = documents(read_split(o.out_dir, "train"));
+  const auto val = documents(read_split(o.out_dir, "val"));
+  const size_t va = size_t(std::llround(0.1 * double(a.size())));
+  const size_t vb = size_t(std::llround(0.1 * double(b.size())));
+  EXPECT_EQ(std::count(train.begin(), train.end(), a.substr(0, a.size() - va)), 1);
+  EXPECT_EQ(std::count(val.begin(), val.end(), a.substr(a.size() - va)), 1);
+  EXPECT_EQ(std::count(train.begin(), train.end(), b.substr(0, b.size() - vb)), 1);
+  EXPECT_EQ(std::count(val.begin(), val.end(), b.substr(b.size() - vb)), 1);
+  // Every small document is whole, on one side.
+  for (const std::string& d : small)
+    EXPECT_EQ(std::count(train.begin(), train.end(), d) + std::count(val.begin(), val.end(), d), 1)
+        << d;
+  EXPECT_EQ(int64_t(train.size() + val.size()), s.documents + s.cut_documents);
+  // Deterministic: the same bytes for another thread count.
+  o.out_dir = dir / "out3";
+  o.threads = 3;
+  prepare_shards(o, fake_encode);
+  EXPECT_EQ(dir_bytes(dir / "out1"), dir_bytes(dir / "out3"));
+}
+
+TEST(Prepare, SmallValWarningNamesTheSeqLenItAssumes) {
+  PrepareStats s;
+  s.train_tokens = 100000;
+  s.val_tokens = kSmallValWindows * kSmallValSeqLen;  // one short of 4 windows + 1
+  const std::string w = small_val_warning(s, 0.05);
+  EXPECT_NE(w.find(fmt::format("{} tokens", s.val_tokens)), std::string::npos) << w;
+  EXPECT_NE(w.find("3 window(s) of seq_len 1024"), std::string::npos) << w;
+  EXPECT_NE(w.find("--val-fraction (now 0.05)"), std::string::npos) << w;
+  s.val_tokens += 1;
+  EXPECT_EQ(small_val_warning(s, 0.05), "");
+  s.val_tokens = 10;
+  EXPECT_EQ(small_val_warning(s, 0), "");  // no split asked for: nothing to warn about
 }
 
 TEST(Prepare, NoValFractionNoBosAndStaleShardsRemoved) {

@@ -145,6 +145,21 @@ TEST(Shards, TokenOutsideVocabWithValidChecksum) {
   expect_error([&] { ShardFile::open(dir / "a.bin"); }, {dir / "a.bin", "outside the vocabulary"});
 }
 
+// A manifest written before documents were cut (no documents/cut_* keys) still reads.
+TEST(Manifest, OlderManifestWithoutCutKeysReads) {
+  ScratchDir dir;
+  write_bytes(dir / "dataset.json", R"({"format": "zaya-token-shards", "version": 1,
+    "vocab_size": 100, "eos_id": 1, "bos_id": 2, "files": 1, "val_fraction": 0.05,
+    "tokenizer": {"path": "/t.json", "xxh3": "00000000000000ff"},
+    "splits": {"train": {"documents": 1, "tokens": 0, "shards": []}}})");
+  const DatasetManifest m = read_manifest(dir.path);
+  EXPECT_EQ(m.documents, 0);
+  EXPECT_EQ(m.cut_documents, 0);
+  EXPECT_EQ(m.cut_bytes, 0);
+  EXPECT_EQ(m.val_fraction, 0.05);
+  EXPECT_EQ(m.splits.at("train").documents, 1);
+}
+
 TEST(Manifest, RoundTripAndValidation) {
   ScratchDir dir;
   DatasetManifest m;
@@ -167,6 +182,15 @@ TEST(Manifest, RoundTripAndValidation) {
   ASSERT_EQ(r.splits.at("train").shards.size(), 2u);
   EXPECT_EQ(r.splits.at("train").shards[0].checksum, 0xdeadbeefcafef00dull);
   EXPECT_EQ(r.splits.at("train").documents, 5);
+  EXPECT_EQ(r.documents, 0);  // not set: written as 0
+  m.documents = 7;
+  m.cut_documents = 1;
+  m.cut_bytes = 4096;
+  write_manifest(dir.path, m);
+  r = read_manifest(dir.path);
+  EXPECT_EQ(r.documents, 7);
+  EXPECT_EQ(r.cut_documents, 1);
+  EXPECT_EQ(r.cut_bytes, 4096);
 
   m.splits["train"].tokens = 31;  // disagrees with its shards
   write_manifest(dir.path, m);
