@@ -61,6 +61,10 @@ int run_train(const TrainArgs& a) {
   for (const std::string& s : a.sets) apply_override(cfg, s);
   apply_run_defaults(cfg, a.config);
   if (a.print_config) {
+    // The values this run uses: a relative path here is the current directory's (the file's
+    // keys are resolved against its folder), so the text is not a drop-in copy of the file.
+    std::fputs("# every key as this run uses it; relative paths are from the current directory\n",
+               stdout);
     std::fputs(train_config_to_toml(cfg).c_str(), stdout);
     return 0;
   }

@@ -117,9 +117,14 @@ std::unique_ptr<Model> make_model(const TrainConfig& cfg, const std::string& res
           resume_dir, semantics_name(rc.semantics), semantics_name(layout));
     // A resumed run trains the checkpoint's model: a model.config that says otherwise is a change
     // of architecture the run would silently ignore.
+    // Compared as the checkpoint's layout writes them (a native file has no room for some
+    // original fields), `extra` (the fields kept verbatim, which do not change the model) aside.
     if (!cfg.model_config.empty()) {
-      const ZayaConfig want = with_semantics(load_config(cfg.model_config), layout);
-      const std::string diff = config_difference(rc, want, "checkpoint", "model.config");
+      ZayaConfig want = with_semantics(load_config(cfg.model_config), layout);
+      want.extra = rc.extra;
+      const std::string diff = config_to_json(want) == config_to_json(rc)
+                                   ? ""
+                                   : config_difference(rc, want, "checkpoint", "model.config");
       if (!diff.empty())
         fail(
             "{} is not the model of the checkpoint it resumes, {}: {}. A resumed run continues "

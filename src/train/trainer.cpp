@@ -23,7 +23,6 @@
 #include "data/tokenizer.h"
 #include "dist/group.h"
 #include "io/file.h"
-#include "io/json_parse.h"
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
@@ -124,7 +123,6 @@ struct Trainer::Impl {
   std::vector<ModelFile> model_files;
   std::string tokenizer_path;  // the run's tokenizer ("" when none)
   std::string model_source;    // where the model's config came from, for messages
-  int stop_signal = 0;         // the agreed stop signal, once a step has seen one
 
   Impl(const TrainConfig& c, const TrainOptions& o, dist::Group* g)
       : cfg(normalized(c)),
@@ -300,9 +298,8 @@ void Trainer::Impl::open_tokenizer() {
       if (got != dm.tokenizer_xxh3)
         fail(
             "{} is not the tokenizer the dataset was prepared with: {} has xxh3 {}, but the "
-            "dataset's "
-            "dataset.json ({}) records {} (xxh3 {}); set data.tokenizer to that file, or prepare "
-            "the dataset again with this tokenizer",
+            "dataset's dataset.json ({}) records {} (xxh3 {}); set data.tokenizer to that file, "
+            "or prepare the dataset again with this tokenizer",
             name, tokenizer_path, got, key_source(cfg, "data.dataset"), dm.tokenizer_path,
             dm.tokenizer_xxh3);
     }
@@ -618,7 +615,7 @@ void Trainer::Impl::after_step(const StepResult& r) {
   }
   // One rank alone also stops for a signal that came after the step's all-reduce (several ranks
   // must wait for the next step's: they stop together).
-  stop_signal = r.stop_signal ? r.stop_signal : world == 1 ? stop_signal_received() : 0;
+  const int stop_signal = r.stop_signal ? r.stop_signal : world == 1 ? stop_signal_received() : 0;
   const bool last = r.step == cfg.steps;
   stopped = r.step == opt.stop_at_step || (stop_signal != 0 && !last);
   if (stopped && stop_signal) summary.stop_signal = stop_signal;
