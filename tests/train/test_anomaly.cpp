@@ -44,7 +44,7 @@ TEST(AnomalyDetector, AGradientNormSpikeMustAlsoBeSeveralTimesTheMean) {
   const AnomalyVerdict jump = d.observe(4.0, 2.6);  // 2.9×
   EXPECT_FALSE(jump.anomaly);
   EXPECT_GT(jump.z, 12);
-  EXPECT_FALSE(d.observe(4.0, 4.5).anomaly);  // 5×
+  EXPECT_FALSE(d.observe(4.0, 4.5).anomaly);                     // 5×
   EXPECT_EQ(d.observe(4.0, 30.0).kind, AnomalyKind::GradSpike);  // 19×
   AnomalyDetector z_only({.window = 8, .z = 6, .grad_ratio = 0});
   for (int i = 0; i < 8; ++i) z_only.observe(4.0, 0.9 + 0.01 * (i % 3));
