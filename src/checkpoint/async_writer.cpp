@@ -201,6 +201,7 @@ void AsyncCheckpointWriter::save(int64_t step, const Model& m, const CheckpointD
   }
   parallel_copy(jobs);
   s.data.trainer_state = d.trainer_state;
+  s.data.model_files = d.model_files;  // shared bytes: the trainer never changes them
 
   const int rank = group_.rank(), world = group_.size();
   worker_ = std::thread([this, step, tmp, rank, world] {

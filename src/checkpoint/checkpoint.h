@@ -1,5 +1,8 @@
 // Training checkpoints (docs/training.md). One checkpoint is a directory root/step_NNNNNNNN/:
 //   model/config.json, model/model.safetensors   a normal model directory (Model::load_dir)
+//   model/tokenizer.json, tokenizer_config.json, generation_config.json
+//                                                the files CheckpointData::model_files gives
+//                                                (the trainer's: what makes model/ a whole model)
 //   optimizer/optimizer_rank00000.safetensors    optimizer state, one shard per rank
 //   trainer_state.json                           where the run stands (trainer_state.h)
 //   manifest.json                                per file: relative path, bytes, XXH3-64 (hex)
@@ -40,6 +43,7 @@
 namespace zaya {
 
 class Model;
+struct ZayaConfig;
 namespace dist {
 class Group;
 }
@@ -61,9 +65,17 @@ struct OptimizerShard {
   static OptimizerShard whole(const std::vector<std::pair<std::string, Tensor>>& tensors);
 };
 
+// A file saved into the model directory beside the weights (rank 0's; its bytes are shared, not
+// copied, by an asynchronous save's snapshot).
+struct ModelFile {
+  std::string name;  // a plain file name inside model/
+  std::shared_ptr<const std::string> bytes;
+};
+
 struct CheckpointData {
-  nlohmann::json trainer_state;  // step, data position, rng, config, metrics: opaque here
-  OptimizerShard optimizer;      // this rank's optimizer state
+  nlohmann::json trainer_state;        // step, data position, rng, config, metrics: opaque here
+  OptimizerShard optimizer;            // this rank's optimizer state
+  std::vector<ModelFile> model_files;  // written into model/ by rank 0 (covered by the manifest)
 };
 
 // "step_00000042" (8 digits; more when the step needs them).
@@ -106,6 +118,11 @@ std::string find_resume_checkpoint(const std::string& root);
 // directory whose writer (by the pid in its name) still runs is left alone. Returns the number
 // removed.
 int remove_stale_checkpoint_temps(const std::string& root);
+
+// The fields in which two model configs differ: "hidden_size = 128 (A) vs 64 (B); …", with A and
+// B the names given; "" when they are equal.
+std::string config_difference(const ZayaConfig& a, const ZayaConfig& b, const std::string& a_name,
+                              const std::string& b_name);
 
 // Verifies `dir` (zaya::Error naming the bad file otherwise), loads the weights into m (the
 // checkpoint's config must equal m's: a mismatch names the differing fields), reads

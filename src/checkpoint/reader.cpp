@@ -1,5 +1,5 @@
 // Loading a checkpoint: verify it, load the weights (the model's config must be the checkpoint's),
-// read trainer_state.json, reassemble the optimizer state (checkpoint.h).
+// read trainer_state.json, reassemble the optimizer state (checkpoint.h); config_difference.
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -15,12 +15,10 @@
 
 namespace zaya {
 
-namespace {
-
 using json = nlohmann::json;
 
-// Fields whose values differ between two configs, for the mismatch message.
-std::string config_difference(const ZayaConfig& a, const ZayaConfig& b) {
+std::string config_difference(const ZayaConfig& a, const ZayaConfig& b, const std::string& a_name,
+                              const std::string& b_name) {
   json ja = config_to_json(a), jb = config_to_json(b);
   std::string out;
   std::set<std::string> keys;
@@ -29,13 +27,12 @@ std::string config_difference(const ZayaConfig& a, const ZayaConfig& b) {
   for (const std::string& k : keys) {
     json va = ja.contains(k) ? ja[k] : json(), vb = jb.contains(k) ? jb[k] : json();
     if (va != vb)
-      out += fmt::format("{}{} = {} (checkpoint) vs {} (model)", out.empty() ? "" : "; ", k,
-                         va.dump(), vb.dump());
+      out += fmt::format("{}{} = {} ({}) vs {} ({})", out.empty() ? "" : "; ", k, va.dump(), a_name,
+                         vb.dump(), b_name);
   }
-  return out.empty() ? "configs differ" : out;
+  if (out.empty() && !(a == b)) return "the configs differ";
+  return out;
 }
-
-}  // namespace
 
 void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_state,
                      const std::vector<std::pair<std::string, Tensor>>& optimizer_dest) {
@@ -53,7 +50,7 @@ void load_checkpoint(const std::string& dir, Model& m, nlohmann::json& trainer_s
   ZayaConfig cfg = load_config(model_dir + "/config.json");
   if (!(cfg == m.config()))
     fail("checkpoint {} was written for a different model config: {}", dir,
-         config_difference(cfg, m.config()));
+         config_difference(cfg, m.config(), "checkpoint", "model"));
   m.load_weights(open_model_tensors(model_dir, cfg), model_dir);
 
   const std::string state_path = dir + "/trainer_state.json";

@@ -66,6 +66,11 @@ void write_checkpoint_part(const std::string& tmp, int rank, int world,
   write_optimizer_shard(tmp + "/optimizer/" + shard_file_name(rank), d.optimizer, rank, world);
   if (rank != 0) return;
   write_model_dir(tmp + "/model");
+  for (const ModelFile& f : d.model_files) {
+    ZAYA_CHECK_INPUT(!f.name.empty() && f.name.find('/') == std::string::npos && f.bytes,
+                     "checkpoint model file '{}': a plain file name with contents", f.name);
+    write_file(tmp + "/model/" + f.name, *f.bytes, {.atomic = false});
+  }
   write_file(tmp + "/trainer_state.json", d.trainer_state.dump(2) + "\n", {.atomic = false});
 }
 

@@ -20,7 +20,8 @@ namespace zaya {
 std::string begin_checkpoint(dist::Group& group, const std::string& root, int64_t step);
 
 // This rank's files in `tmp`: its optimizer shard (it appears under its final name when complete);
-// rank 0 also writes the model directory (write_model_dir) and trainer_state.json.
+// rank 0 also writes the model directory (write_model_dir, then d.model_files into it) and
+// trainer_state.json.
 void write_checkpoint_part(const std::string& tmp, int rank, int world,
                            const std::function<void(const std::string&)>& write_model_dir,
                            const CheckpointData& d);

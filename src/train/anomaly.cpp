@@ -20,18 +20,21 @@ double AnomalyDetector::z_score(const std::deque<double>& w, double x) const {
   return (x - mean) / sd;
 }
 
-AnomalyVerdict AnomalyDetector::observe(double loss, double grad_norm) {
+AnomalyVerdict AnomalyDetector::observe(double loss, double grad_norm, bool judge_spikes) {
   AnomalyVerdict v;
   if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
     v.anomaly = true, v.kind = AnomalyKind::NonFinite;
     return v;
   }
-  if (judging()) {
+  if (judge_spikes && judging()) {
     const double zl = z_score(loss_, loss), zg = z_score(grad_, grad_norm);
     v.z = std::max(zl, zg);
-    if (zl > c_.z || zg > c_.z) {
+    double grad_mean = 0;
+    for (double g : grad_) grad_mean += g / double(grad_.size());
+    const bool grad_spike = zg > c_.z && grad_norm > c_.grad_ratio * grad_mean;
+    if (zl > c_.z || grad_spike) {
       v.anomaly = true;
-      v.kind = zl >= zg ? AnomalyKind::LossSpike : AnomalyKind::GradSpike;
+      v.kind = zl > c_.z ? AnomalyKind::LossSpike : AnomalyKind::GradSpike;
       return v;
     }
   }

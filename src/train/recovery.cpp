@@ -38,7 +38,7 @@ Recovery::Recovery(const TrainConfig& cfg, dist::Group& group, RunEvents& events
     : cfg_(cfg),
       group_(group),
       events_(events),
-      anomaly_(AnomalyConfig{cfg.anomaly_window, cfg.anomaly_z}),
+      anomaly_(AnomalyConfig{cfg.anomaly_window, cfg.anomaly_z, cfg.anomaly_grad_ratio}),
       stragglers_(group.size(), StragglerConfig{cfg.straggler_factor, cfg.straggler_steps}),
       hosts_(gather_hosts(group)) {}
 
@@ -61,7 +61,8 @@ void Recovery::skip_discarded_windows(TokenLoader& data, const TrainerState& sta
 
 bool Recovery::judge(int64_t step, double loss, double grad_norm, bool nonfinite,
                      const DataWindow& window, TrainerState& state) {
-  const AnomalyVerdict v = anomaly_.observe(nonfinite ? NAN : loss, grad_norm);
+  const AnomalyVerdict v =
+      anomaly_.observe(nonfinite ? NAN : loss, grad_norm, step > cfg_.anomaly_warmup);
   if (!v.anomaly) {
     state.anomalous.clear();
     return false;
@@ -117,12 +118,14 @@ int64_t Recovery::rollback_target(const std::string& checkpoint_dir, int64_t ste
     group_.broadcast(Tensor(&target, {1}), 0);
   }
   if (target < 0) {
-    if (!warned_no_rollback_)
-      log_info(
-          "warning: {} anomalous steps in a row (from step {}) but no checkpoint before them "
-          "to roll back to: the steps stay skipped",
-          state.anomalous.size(), first);
-    warned_no_rollback_ = true;
+    // Skipping on would skip every later step of a new level (the window never takes in a
+    // skipped value): take it as the new normal and start the window over.
+    log_info(
+        "warning: {} anomalous steps in a row (from step {}) but no checkpoint before them to roll "
+        "back to: the steps stay skipped, and the anomaly guard's window starts over from here",
+        state.anomalous.size(), first);
+    anomaly_ = AnomalyDetector(
+        AnomalyConfig{cfg_.anomaly_window, cfg_.anomaly_z, cfg_.anomaly_grad_ratio});
     state.anomalous.clear();
     return -1;
   }
@@ -159,7 +162,8 @@ void Recovery::report_rollback(int64_t step, int64_t to, const std::vector<DataW
 }
 
 void Recovery::restore_anomaly_state(const nlohmann::json& j) {
-  anomaly_ = AnomalyDetector(AnomalyConfig{cfg_.anomaly_window, cfg_.anomaly_z});
+  anomaly_ =
+      AnomalyDetector(AnomalyConfig{cfg_.anomaly_window, cfg_.anomaly_z, cfg_.anomaly_grad_ratio});
   if (!j.empty()) anomaly_.from_json(j);
 }
 

@@ -49,7 +49,8 @@ class Recovery {
   bool rollback_due(const TrainerState& state) const;
   // Collective, when rollback_due: the step of the newest valid checkpoint before the anomalies
   // in a row, with the checkpoints after it discarded; −1 when there is none (the steps stay
-  // skipped, state.anomalous is cleared, a warning is logged once). zaya::Error after 3
+  // skipped, state.anomalous is cleared, the anomaly window starts over — a lasting new level
+  // would otherwise be skipped for ever — and a warning is logged). zaya::Error after 3
   // rollbacks to the same step (the run is diverging).
   int64_t rollback_target(const std::string& checkpoint_dir, int64_t step, TrainerState& state);
   // The windows to skip once rolled back: those already skipped and the anomalous ones.
@@ -71,7 +72,6 @@ class Recovery {
   StragglerTracker stragglers_;
   std::vector<std::string> hosts_;       // of every rank
   std::map<int64_t, int> rollbacks_to_;  // rollbacks per target step (a bound on retries)
-  bool warned_no_rollback_ = false;
 };
 
 }  // namespace zaya

@@ -8,6 +8,7 @@
 #include "data/tokenizer.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
+#include "io/zaya_config.h"
 #include "model/model.h"
 
 namespace zaya {
@@ -24,12 +25,22 @@ std::optional<std::string> sample_text(const Model& m, const Tokenizer& tok,
   req.sampling.temperature = temperature;
   req.sampling.seed = seed;
   req.sampling.max_new_tokens = std::min(max_tokens, room);
-  // infer/ decodes on the host: a GPU model's weights are copied over for the sample.
+  // infer/ decodes on the host: a GPU model's weights are copied over for the sample. A model
+  // whose vocabulary is larger than the tokenizer's is cut to the tokenizer's ids (the first
+  // rows of the tied embedding, so of the LM head too): sampling over the rest would emit ids
+  // the tokenizer cannot decode.
   std::unique_ptr<Model> host;
-  if (m.device() != Device::Cpu) {
-    host = std::make_unique<Model>(m.config());
-    const int64_t total = int64_t(m.layout().total);
-    device_copy(Tensor(host->params(), {total}), Tensor(m.params(), {total}).on(m.device()));
+  const int64_t tok_v = tok.vocab_size();
+  if (m.device() != Device::Cpu || tok_v < m.config().vocab_size) {
+    ZayaConfig c = m.config();
+    c.vocab_size = std::min(c.vocab_size, tok_v);
+    host = std::make_unique<Model>(c);
+    for (const ParamSpec& s : host->layout().specs) {
+      const Tensor dst = host->param(s.name), src = m.param(s.name);
+      const int64_t n = dst.numel();  // a prefix of src: the first vocab rows
+      device_copy(Tensor(static_cast<float*>(dst.data), {n}),
+                  Tensor(static_cast<float*>(src.data), {n}).on(m.device()));
+    }
   }
   const InferModel im = InferModel::from_model(host ? *host : m);  // views of F32 weights
   Engine engine(im, &tok, EngineOptions{1, 0, 512});

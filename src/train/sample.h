@@ -12,7 +12,9 @@ class Tokenizer;
 
 // Up to max_tokens tokens after `prompt` (the tokenizer's BOS first when it has one), sampled at
 // `temperature` with `seed`; std::nullopt when the prompt leaves no room in the model's context.
-// A model on a GPU is copied to the host for it.
+// A model on a GPU is copied to the host for it. Only the tokenizer's ids are ever drawn: a model
+// with a larger vocabulary samples from its first tok.vocab_size() ids (the rest are never
+// trained, and the tokenizer could not decode them).
 std::optional<std::string> sample_text(const Model& m, const Tokenizer& tok,
                                        const std::string& prompt, int64_t max_tokens,
                                        double temperature, uint64_t seed);

@@ -4,7 +4,11 @@
 
 #include <toml++/toml.h>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 
@@ -42,7 +46,9 @@ const std::vector<TrainField>& train_fields() {
       {"model.init_std", &C::init_std, "std of the normal init of matrices and embeddings",
        non_negative},
       {"data.dataset", &C::dataset, "directory written by `zaya data prepare`"},
-      {"data.tokenizer", &C::tokenizer, "tokenizer.json used to print samples ('' = none)"},
+      {"data.tokenizer", &C::tokenizer,
+       "tokenizer.json: samples, checks, and a copy in every saved model directory ('' = the "
+       "dataset's own, as its dataset.json records it)"},
       {"data.seq_len", &C::seq_len,
        "tokens the model reads per row (a window of seq_len + 1: inputs and next-token targets)",
        positive},
@@ -79,6 +85,13 @@ const std::vector<TrainField>& train_fields() {
        positive},
       {"train.anomaly_z", &C::anomaly_z,
        "z-score above which a loss or grad-norm spike skips the update (0 = only non-finite)",
+       non_negative},
+      {"train.anomaly_grad_ratio", &C::anomaly_grad_ratio,
+       "a gradient-norm spike must also exceed this × the window's mean (0 = the z-score alone)",
+       non_negative},
+      {"train.anomaly_warmup", &C::anomaly_warmup,
+       "steps before spikes are judged (early training moves too fast for a z-score; "
+       "non-finite steps are always skipped)",
        non_negative},
       {"train.anomaly_rollback", &C::anomaly_rollback,
        "anomalies in a row that roll back to the previous checkpoint and skip their data (0 = "
@@ -123,12 +136,16 @@ const std::vector<TrainField>& train_fields() {
       {"optim.balance_beta1", &O::balance_beta1, "balancing-bias AdamW β1", unit_open_right},
       {"optim.balance_beta2", &O::balance_beta2, "balancing-bias AdamW β2", unit_open_right},
       {"optim.balance_eps", &O::balance_eps, "balancing-bias AdamW ε", positive},
-      {"checkpoint.dir", &C::checkpoint_dir, "checkpoint root ('' = no checkpoints)"},
-      {"checkpoint.every", &C::checkpoint_every, "save every N steps (0 = only at the end)",
-       non_negative},
+      {"checkpoint.dir", &C::checkpoint_dir,
+       "checkpoint root ('' = runs/<TOML file stem>; 'none' = no checkpoints)"},
+      {"checkpoint.every", &C::checkpoint_every,
+       "save every N steps and at the end (-1 = every 10% of train.steps; 0 = only at the end)",
+       Range{-1, inf, false, true}},
       {"checkpoint.keep_last", &C::keep_last, "keep the newest N checkpoints (0 = all)",
        non_negative},
       {"checkpoint.resume", &C::resume, "auto (newest valid) | none | a checkpoint directory"},
+      {"checkpoint.overwrite", &C::checkpoint_overwrite,
+       "resume = none into a root holding checkpoints: delete them first (false = refuse)"},
       {"checkpoint.async", &C::async_checkpoint, "write checkpoints in the background"},
       {"checkpoint.layout", &C::checkpoint_layout,
        "original | native: layout (and semantics) of the saved model directory"},
@@ -238,24 +255,53 @@ nlohmann::json field_json(const TrainConfig& c, const TrainField& f) {
       f.ptr);
 }
 
+// The value of a field as text (a string unquoted).
+std::string field_text(const TrainConfig& c, const TrainField& f) {
+  const nlohmann::json v = field_json(c, f);
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 void walk(TrainConfig& c, const toml::table& t, const std::string& prefix,
-          const std::string& where) {
+          const std::string& file) {
+  const std::string where = file + ": ";
   for (const auto& [k, node] : t) {
     const std::string key =
         prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* sub = node.as_table()) {
-      walk(c, *sub, key, where);
+      walk(c, *sub, key, file);
       continue;
     }
     const TrainField* f = find_field(key);
     if (!f) unknown_key(key, where);
     set_from_node(c, *f, node, where);
+    c.sources[key] = KeySource{file, field_text(c, *f)};
   }
+}
+
+// The string a path key holds (for checkpoint.resume: its directory; null when it names none).
+std::string* path_value(TrainConfig& c, const std::string& key) {
+  if (key == "checkpoint.resume")
+    return c.resume.kind == ResumeFrom::Kind::Dir ? &c.resume.dir : nullptr;
+  if (key == "checkpoint.dir" && c.checkpoint_dir == "none") return nullptr;
+  const TrainField* f = find_field(key);
+  return &(c.*std::get<std::string TrainConfig::*>(f->ptr));
 }
 
 }  // namespace
 
+const std::vector<std::string>& path_keys() {
+  static const std::vector<std::string> keys = {
+      "model.config",     "model.init_from", "data.dataset",   "data.tokenizer",
+      "train.gemm_table", "train.metrics",   "checkpoint.dir", "checkpoint.resume"};
+  return keys;
+}
+
 TrainConfig load_train_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail("--config {}: a directory, not a TOML file", path);
+  // toml++ reports an unreadable file as invalid TOML at 0:0: say what is wrong with the file.
+  if (!std::ifstream(path)) fail("cannot open {}: {}", path, std::strerror(errno));
   toml::table table;
   try {
     table = toml::parse_file(path);
@@ -264,7 +310,16 @@ TrainConfig load_train_config(const std::string& path) {
     fail("{}:{}:{}: invalid TOML: {}", path, src.begin.line, src.begin.column, e.description());
   }
   TrainConfig c;
-  walk(c, table, "", path + ": ");
+  walk(c, table, "", path);
+  // Relative paths in the file are the file's: resolved against its folder (kept relative when
+  // the folder is, and lexically normalised: configs/../data/x is data/x).
+  const fs::path folder = fs::path(path).parent_path();
+  if (!folder.empty())
+    for (const std::string& key : path_keys()) {
+      std::string* v = c.sources.count(key) ? path_value(c, key) : nullptr;
+      if (v && !v->empty() && fs::path(*v).is_relative())
+        *v = (folder / *v).lexically_normal().string();
+    }
   validate_train_config(c);
   return c;
 }
@@ -296,6 +351,31 @@ void apply_override(TrainConfig& c, const std::string& assignment) {
   if (wants_double && n->is_integer())
     t.insert_or_assign("v", double(*n->value<int64_t>())), n = t.get("v");
   set_from_node(c, *f, *n, "--set: ");
+  c.sources[key] = KeySource{"", field_text(c, *f)};
+}
+
+void apply_run_defaults(TrainConfig& c, const std::string& toml_path) {
+  if (c.checkpoint_dir.empty() && !toml_path.empty())
+    c.checkpoint_dir = "runs/" + std::filesystem::path(toml_path).stem().string();
+}
+
+std::string key_source(const TrainConfig& c, const std::string& key) {
+  const TrainField* f = find_field(key);
+  ZAYA_ASSERT(f != nullptr, "key_source: no key {}", key);
+  const auto it = c.sources.find(key);
+  if (it == c.sources.end()) return fmt::format("{} = {}", key, field_text(c, *f));
+  const KeySource& s = it->second;
+  return s.file.empty() ? fmt::format("{} = {} (--set)", key, s.written)
+                        : fmt::format("{} = {} (in {})", key, s.written, s.file);
+}
+
+std::string checkpoint_root(const TrainConfig& c) {
+  return c.checkpoint_dir == "none" ? std::string() : c.checkpoint_dir;
+}
+
+int64_t checkpoint_interval(const TrainConfig& c) {
+  if (c.checkpoint_every >= 0) return c.checkpoint_every;
+  return std::max<int64_t>(1, (c.steps + 9) / 10);
 }
 
 namespace {

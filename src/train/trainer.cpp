@@ -8,16 +8,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
 #include <optional>
 
 #include "checkpoint/checkpoint.h"
 #include "core/arena.h"
+#include "core/assert.h"
 #include "core/device.h"
 #include "core/heartbeat.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/shards.h"
 #include "data/tokenizer.h"
 #include "dist/group.h"
+#include "io/file.h"
 #include "model/activations.h"
 #include "model/inspect.h"
 #include "model/transformer.h"
@@ -33,9 +38,32 @@
 #include "train/run_start.h"
 #include "train/sample.h"
 #include "train/schedule.h"
+#include "train/stop_signal.h"
 #include "train/token_staging.h"
 
 namespace zaya {
+
+namespace {
+
+// The config the trainer runs: checkpoint.dir "none" is no checkpoints, checkpoint.every = -1 is
+// resolved (train_config.h).
+TrainConfig normalized(const TrainConfig& c) {
+  TrainConfig n = c;
+  n.checkpoint_dir = checkpoint_root(c);
+  n.checkpoint_every = checkpoint_interval(c);
+  return n;
+}
+
+// The slots of the agreed buffer before the routing counts (train_step).
+enum AgreedSlot : size_t { kLoss, kNonFinite, kSigint, kSigterm, kCounts };
+
+// The keys of a checkpoint's training config that shape the learning-rate schedule: a resumed run
+// that changes one (train.steps raised to continue, say) sees a new learning rate from the next
+// step on, which the anomaly window of the old schedule must not judge.
+constexpr const char* kScheduleKeys[] = {"train.steps",  "optim.schedule", "optim.lr",
+                                         "optim.min_lr", "optim.warmup",   "optim.decay_fraction"};
+
+}  // namespace
 
 struct Trainer::Impl {
   const TrainConfig cfg;
@@ -91,8 +119,13 @@ struct Trainer::Impl {
   size_t time_slots = 0;           // index of rank 0's slot in `agreed`
   std::vector<double> rank_seconds;
 
+  // What makes a saved model directory whole (tokenizer files, generation config), rank 0's.
+  std::vector<ModelFile> model_files;
+  std::string tokenizer_path;  // the run's tokenizer ("" when none)
+  std::string model_source;    // where the model's config came from, for messages
+
   Impl(const TrainConfig& c, const TrainOptions& o, dist::Group* g)
-      : cfg(c),
+      : cfg(normalized(c)),
         opt(o),
         own_group(g ? nullptr : dist::make_group("single")),
         group(g ? *g : *own_group),
@@ -105,6 +138,8 @@ struct Trainer::Impl {
   const ZayaConfig& config() const { return model->config(); }
   void setup();
   void open_data();
+  void open_tokenizer();
+  void make_model_files();
   void resume_from(const std::string& dir);
   void log_setup();
   double validation_loss();
@@ -121,6 +156,7 @@ struct Trainer::Impl {
 void Trainer::Impl::setup() {
   if (opt.quiet || rank != 0) set_log_level(LogLevel::Quiet);  // rank 0 speaks for the run
   device = train_device(cfg, group);
+  check_run_files(cfg);  // each missing file named with its key, before anything is read
   precision = cfg.precision;
   if (!cfg.gemm_table.empty())  // train.gemm_table (validate_train_config: device gpu)
     log_info("train: GEMM table {}: {} tuned GEMMs", cfg.gemm_table,
@@ -131,20 +167,36 @@ void Trainer::Impl::setup() {
   if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
   const std::string resume_dir = pick_resume_dir(cfg, group);
   model = make_model(cfg, resume_dir, device);
+  model_source = !resume_dir.empty()      ? "checkpoint " + resume_dir + "'s model/config.json"
+                 : !cfg.init_from.empty() ? key_source(cfg, "model.init_from")
+                                          : key_source(cfg, "model.config");
+  // Positions beyond the context have no meaning to the model (and the saved config would still
+  // claim the shorter context).
+  if (cfg.seq_len > config().max_position_embeddings)
+    fail(
+        "{} is longer than the model's context: max_position_embeddings = {} ({}); lower "
+        "data.seq_len or raise max_position_embeddings in the model's config",
+        key_source(cfg, "data.seq_len"), config().max_position_embeddings, model_source);
   model->zero_grads();
+  open_data();
+  open_tokenizer();
   optim = std::make_unique<Optimizer>(*model, cfg.optim, group);
   schedule = make_schedule(cfg.optim, cfg.steps);
-  open_data();
   state.world_size = world;
   state.global_batch_rows = global_rows;
   state.config = train_config_to_json(cfg);
   if (!resume_dir.empty()) resume_from(resume_dir);
-
-  if (!cfg.tokenizer.empty())
-    tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(cfg.tokenizer));
-  if (tokenizer && tokenizer->vocab_size() > config().vocab_size)
-    fail("tokenizer {} has {} tokens but the model's vocab_size is {}", cfg.tokenizer,
-         tokenizer->vocab_size(), config().vocab_size);
+  summary.checkpoint = resume_dir;
+  if (state.step >= cfg.steps) {  // nothing to train: the caller says so (no summary of 0 steps)
+    summary.already_finished = true;
+    summary.steps_done = state.step;
+    events.write({{"event", "start"},
+                  {"world", world},
+                  {"resumed_step", state.step},
+                  {"setup_s", heartbeat::process_seconds()}});
+    return;
+  }
+  if (rank == 0) make_model_files();
 
   const ModelFacts facts = model_facts(config(), cfg.seq_len);
   flops_per_token = 3 * (facts.flops_matmul_per_token + facts.flops_attention_per_token);
@@ -191,7 +243,7 @@ void Trainer::Impl::setup() {
   loss_sums_host.assign(size_t(cfg.grad_accum), 0.0);
   scored.assign(size_t(cfg.grad_accum), 0);
   RoutingCounts shape(config());
-  time_slots = 2 + shape.flat().size();
+  time_slots = kCounts + shape.flat().size();
   agreed.assign(time_slots + size_t(world), 0.0);
   counts.emplace(config(), device);
   recovery.emplace(cfg, group, events);
@@ -212,8 +264,11 @@ void Trainer::Impl::setup() {
 void Trainer::Impl::open_data() {
   train_data.emplace(cfg.dataset, "train", T + 1, uint64_t(cfg.seed), rank, world);
   if (train_data->manifest().vocab_size > config().vocab_size)
-    fail("dataset {} was tokenised with {} tokens but the model's vocab_size is {}", cfg.dataset,
-         train_data->manifest().vocab_size, config().vocab_size);
+    fail(
+        "{}: the dataset was tokenised with a vocabulary of {} but the model's vocab_size is {} "
+        "({}): the model cannot embed its ids ≥ {}",
+        key_source(cfg, "data.dataset"), train_data->manifest().vocab_size, config().vocab_size,
+        model_source, config().vocab_size);
   if (cfg.eval_batches == 0) {
     summary.val_status = "evaluation off (train.eval_batches = 0)";
     return;
@@ -225,6 +280,92 @@ void Trainer::Impl::open_data() {
     summary.val_status = "no validation split";
     log_info("train: no validation loss: {}", e.what());
   }
+}
+
+// The run's tokenizer (data.tokenizer, else the dataset's own when it is still there unchanged),
+// checked against the dataset's record of its tokenizer and against the model's vocabulary.
+void Trainer::Impl::open_tokenizer() {
+  namespace fs = std::filesystem;
+  const DatasetManifest& dm = train_data->manifest();
+  std::string name;  // how messages name the tokenizer
+  if (!cfg.tokenizer.empty()) {
+    tokenizer_path = cfg.tokenizer;
+    name = key_source(cfg, "data.tokenizer");
+    // The dataset's ids mean what its tokenizer says: another tokenizer (even of the same size)
+    // would train on one mapping and sample, save and serve with another.
+    if (!dm.tokenizer_xxh3.empty()) {
+      const std::string got = hex64(file_checksum(tokenizer_path));
+      if (got != dm.tokenizer_xxh3)
+        fail(
+            "{} is not the tokenizer the dataset was prepared with: {} has xxh3 {}, but the "
+            "dataset's dataset.json ({}) records {} (xxh3 {}); set data.tokenizer to that file, "
+            "or prepare the dataset again with this tokenizer",
+            name, tokenizer_path, got, key_source(cfg, "data.dataset"), dm.tokenizer_path,
+            dm.tokenizer_xxh3);
+    }
+  } else if (!dm.tokenizer_path.empty()) {
+    std::error_code ec;
+    if (!fs::is_regular_file(dm.tokenizer_path, ec)) {
+      log_info(
+          "train: no tokenizer (no samples, no tokenizer.json in the saved model): data.tokenizer "
+          "is empty and the dataset's tokenizer {} is gone",
+          dm.tokenizer_path);
+      return;
+    }
+    const std::string got = hex64(file_checksum(dm.tokenizer_path));
+    if (got != dm.tokenizer_xxh3) {
+      log_info(
+          "train: no tokenizer (no samples, no tokenizer.json in the saved model): data.tokenizer "
+          "is empty and the dataset's tokenizer {} has changed since the dataset was prepared "
+          "(xxh3 {}, dataset.json records {})",
+          dm.tokenizer_path, got, dm.tokenizer_xxh3);
+      return;
+    }
+    tokenizer_path = dm.tokenizer_path;
+    name = fmt::format("the dataset's tokenizer {} ({}'s dataset.json)", tokenizer_path,
+                       key_source(cfg, "data.dataset"));
+    log_info("train: tokenizer {} (the dataset's: data.tokenizer is empty)", tokenizer_path);
+  } else {
+    return;
+  }
+  tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(tokenizer_path));
+  const int64_t tok_v = tokenizer->vocab_size(), model_v = config().vocab_size;
+  if (tok_v > model_v)
+    fail(
+        "{} has {} tokens but the model's vocab_size is {} ({}): the model cannot embed ids ≥ {}; "
+        "use a tokenizer of at most {} tokens or a model with vocab_size ≥ {}",
+        name, tok_v, model_v, model_source, model_v, model_v, tok_v);
+  // Extra rows are legitimate padding (ZAYA1 pads Gemma 3's 262,144 tokens to 262,272) and cost
+  // only memory; beyond that they are most likely a mismatched pair. Samples never draw them.
+  if (model_v - tok_v > 128)
+    log_info(
+        "warning: the model's vocab_size is {} ({}) but {} has only {} tokens: ids {}…{} are "
+        "never trained, and samples draw only from the tokenizer's ids",
+        model_v, model_source, name, tok_v, tok_v, model_v - 1);
+}
+
+// The files beside the weights in every saved model directory (contract: docs/training.md,
+// "Checkpoints and resuming"): tokenizer.json (the run's tokenizer, byte for byte),
+// tokenizer_config.json (the trained context as model_max_length, the special tokens' text) and
+// generation_config.json (BOS/EOS ids, the trained context).
+void Trainer::Impl::make_model_files() {
+  const auto file = [&](const std::string& name, std::string bytes) {
+    model_files.push_back({name, std::make_shared<const std::string>(std::move(bytes))});
+  };
+  if (!tokenizer_path.empty()) file("tokenizer.json", read_text_file(tokenizer_path, "tokenizer"));
+  const DatasetManifest& dm = train_data->manifest();
+  const int32_t bos = tokenizer ? tokenizer->bos_id() : dm.bos_id;
+  const int32_t eos = tokenizer ? tokenizer->eos_id() : dm.eos_id;
+  nlohmann::ordered_json tc = {{"model_max_length", cfg.seq_len}};
+  if (tokenizer && bos >= 0) tc["bos_token"] = std::string(tokenizer->token(bos));
+  if (tokenizer && eos >= 0) tc["eos_token"] = std::string(tokenizer->token(eos));
+  if (tokenizer) tc["tokenizer_class"] = "PreTrainedTokenizerFast";
+  file("tokenizer_config.json", tc.dump(2) + "\n");
+  nlohmann::ordered_json gc = nlohmann::ordered_json::object();
+  if (bos >= 0) gc["bos_token_id"] = bos;
+  if (eos >= 0) gc["eos_token_id"] = eos;
+  gc["max_length"] = cfg.seq_len;
+  file("generation_config.json", gc.dump(2) + "\n");
 }
 
 void Trainer::Impl::resume_from(const std::string& dir) {
@@ -240,11 +381,25 @@ void Trainer::Impl::resume_from(const std::string& dir) {
   summary.skipped = saved.skipped;
   state.anomalous = saved.anomalous;
   state.skip_data = saved.skip_data;
+  // A changed schedule starts the anomaly window over: its losses and gradient norms were taken
+  // at the old learning rates (train.steps raised to continue: the cosine no longer ends here).
+  std::string changed;
+  for (const char* key : kScheduleKeys)
+    if (saved.config.is_object() && saved.config.contains(key) &&
+        saved.config.at(key) != state.config.at(key))
+      changed += fmt::format("{}{} {} → {}", changed.empty() ? "" : ", ", key,
+                             saved.config.at(key).dump(), state.config.at(key).dump());
+  const nlohmann::json window = changed.empty() ? saved.anomaly : nlohmann::json::object();
   if (recovery)
-    recovery->restore_anomaly_state(saved.anomaly);
+    recovery->restore_anomaly_state(window);
   else
-    resumed_anomaly = saved.anomaly;  // for the Recovery made later in setup
+    resumed_anomaly = window;  // for the Recovery made later in setup
   log_info("train: resumed from {} at step {}", dir, state.step);
+  if (!changed.empty())
+    log_info(
+        "train: the learning-rate schedule changed since the checkpoint ({}): the anomaly "
+        "guard's window starts over",
+        changed);
   if (saved.world_size != world)
     log_info("train: optimizer state resharded from {} to {} ranks", saved.world_size, world);
   if (saved.global_batch_rows != 0 && saved.global_batch_rows != global_rows)
@@ -288,14 +443,19 @@ double Trainer::Impl::validation_loss() {
   return sum / double(cfg.eval_batches * world);
 }
 
-// A sample from the current weights (train/sample.h), on rank 0.
+// A sample from the current weights (train/sample.h), on rank 0. A failure is a warning: a sample
+// is a glimpse of the run, never a reason to end it (it comes after the step's checkpoint).
 void Trainer::Impl::print_sample(int64_t step) {
   if (!tokenizer || cfg.sample_tokens == 0 || rank != 0) return;
   settle();
-  const std::optional<std::string> text =
-      sample_text(*model, *tokenizer, cfg.sample_prompt, cfg.sample_tokens, cfg.sample_temperature,
-                  uint64_t(cfg.seed) + uint64_t(step));
-  if (text) log_info("sample @ step {}: {}{}", step, cfg.sample_prompt, *text);
+  try {
+    const std::optional<std::string> text =
+        sample_text(*model, *tokenizer, cfg.sample_prompt, cfg.sample_tokens,
+                    cfg.sample_temperature, uint64_t(cfg.seed) + uint64_t(step));
+    if (text) log_info("sample @ step {}: {}{}", step, cfg.sample_prompt, *text);
+  } catch (const std::exception& e) {
+    log_info("warning: no sample @ step {}: {}", step, e.what());
+  }
 }
 
 void Trainer::Impl::save(int64_t step) {
@@ -306,6 +466,8 @@ void Trainer::Impl::save(int64_t step) {
   state.anomaly = recovery->anomaly_state();
   d.trainer_state = state;
   d.optimizer = optim->state_to_save();
+  d.model_files = model_files;
+  summary.checkpoint = cfg.checkpoint_dir + "/" + checkpoint_dir_name(step);
   if (async_writer) {
     async_writer->save(step, *model, d);
     log_info("checkpoint: step {} (async, stall {:.3f}s)", step,
@@ -370,22 +532,28 @@ StepResult Trainer::Impl::train_step() {
   // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,
   // the routing counts of the global batch (exact in double), and each rank's compute time so
   // far (outside collectives: the straggler check).
-  agreed[0] = loss;
-  agreed[1] = std::isfinite(loss) ? 0.0 : 1.0;
-  std::copy(counts->flat().begin(), counts->flat().end(), agreed.begin() + 2);
+  // A stop signal rides along: every rank stops after the same step, whichever got it.
+  const int sig = stop_signal_received();
+  agreed[kLoss] = loss;
+  agreed[kNonFinite] = std::isfinite(loss) ? 0.0 : 1.0;
+  agreed[kSigint] = sig == SIGINT ? 1.0 : 0.0;
+  agreed[kSigterm] = sig == SIGTERM ? 1.0 : 0.0;
+  std::copy(counts->flat().begin(), counts->flat().end(), agreed.begin() + kCounts);
   std::fill(agreed.begin() + ptrdiff_t(time_slots), agreed.end(), 0.0);
   agreed[time_slots + size_t(rank)] =
       step_timer.seconds() - heartbeat::collective_seconds_this_step();
   group.all_reduce(Tensor(agreed.data(), {int64_t(agreed.size())}), dist::ReduceOp::Sum);
-  std::copy(agreed.begin() + 2, agreed.begin() + ptrdiff_t(time_slots), counts->flat().begin());
+  std::copy(agreed.begin() + kCounts, agreed.begin() + ptrdiff_t(time_slots),
+            counts->flat().begin());
   rank_seconds.assign(agreed.begin() + ptrdiff_t(time_slots), agreed.end());
 
   StepResult r;
   r.step = state.step + 1;
-  r.loss = agreed[0] / double(world);
+  r.loss = agreed[kLoss] / double(world);
   r.grad_norm = norm;
   r.lr = schedule.lr(state.step);
-  r.skipped = recovery->judge(r.step, r.loss, r.grad_norm, agreed[1] > 0, window, state);
+  r.stop_signal = agreed[kSigterm] > 0 ? SIGTERM : agreed[kSigint] > 0 ? SIGINT : 0;
+  r.skipped = recovery->judge(r.step, r.loss, r.grad_norm, agreed[kNonFinite] > 0, window, state);
   if (!r.skipped) {
     heartbeat::enter(Section::Optimizer);
     optim->update(m, r.lr, norm, /*defer_gathers=*/true);  // finished by the next forward
@@ -445,8 +613,13 @@ void Trainer::Impl::after_step(const StepResult& r) {
     }
     metrics.append(j);
   }
-  stopped = r.step == opt.stop_at_step;
+  // One rank alone also stops for a signal that came after the step's all-reduce (several ranks
+  // must wait for the next step's: they stop together).
+  const int stop_signal = r.stop_signal ? r.stop_signal : world == 1 ? stop_signal_received() : 0;
   const bool last = r.step == cfg.steps;
+  stopped = r.step == opt.stop_at_step || (stop_signal != 0 && !last);
+  if (stopped && stop_signal) summary.stop_signal = stop_signal;
+  const bool signalled = summary.stop_signal != 0;  // no evaluation or sample: save and go
   if (r.step % cfg.log_every == 0 || last) {
     const double rate = double(tokens_since_log) / since_log.seconds();
     const double eta = double(cfg.steps - r.step) * double(r.tokens) / rate;
@@ -465,15 +638,12 @@ void Trainer::Impl::after_step(const StepResult& r) {
         "(a routed expert's), {} ran the default",
         t.exact, t.calls, t.nearest, t.calls - t.exact - t.nearest);
   }
-  if (has_val && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
+  if (has_val && !signalled && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
     const heartbeat::Scope beat(heartbeat::Section::Eval);
     summary.last_val_loss = validation_loss();
     log_info("step {:>6}  val_loss {:.4f}", r.step, summary.last_val_loss);
   }
-  if ((cfg.sample_every > 0 && r.step % cfg.sample_every == 0) || last) {
-    const heartbeat::Scope beat(heartbeat::Section::Eval);
-    print_sample(r.step);
-  }
+  // Save first, sample after: nothing that follows the checkpoint can lose the step's weights.
   if ((cfg.checkpoint_every > 0 && r.step % cfg.checkpoint_every == 0) || last || stopped) {
     const heartbeat::Scope beat(heartbeat::Section::Checkpoint);
     save(r.step);
@@ -483,12 +653,16 @@ void Trainer::Impl::after_step(const StepResult& r) {
       faults::corrupt_checkpoint(cfg.checkpoint_dir + "/" + checkpoint_dir_name(r.step));
     }
   }
+  if (!signalled && ((cfg.sample_every > 0 && r.step % cfg.sample_every == 0) || last)) {
+    const heartbeat::Scope beat(heartbeat::Section::Eval);
+    print_sample(r.step);
+  }
   events.write({{"event", "step"},
                 {"step", r.step},
                 {"step_s", r.seconds},
                 {"after_s", after.seconds()},
                 {"skipped", r.skipped}});
-  if (recovery->rollback_due(state)) rollback(r.step);
+  if (!signalled && recovery->rollback_due(state)) rollback(r.step);  // (a resumed run does it)
 }
 
 Trainer::Trainer(const TrainConfig& cfg, const TrainOptions& opt)

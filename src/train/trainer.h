@@ -11,6 +11,14 @@
 // counts are agreed by one all-reduce; metrics, logs and samples come from rank 0; validation is
 // split over the ranks. A run resumes from its newest valid checkpoint (model, optimizer, data
 // position, step: the TrainerState) on any number of ranks — bitwise on the same number.
+// Before step 1 the setup refuses what would waste the run or its result (each message names
+// both sides): files the keys name, a tokenizer the model cannot embed or the dataset was not
+// made with, a seq_len beyond the model's context, a resumed checkpoint of another model config,
+// resume = "none" over another run's checkpoints; a run resumed at its last step does nothing.
+// Every checkpoint's model/ is a whole model: with tokenizer.json (the run's tokenizer, byte for
+// byte), tokenizer_config.json and generation_config.json. A stop signal (stop_signal.h) ends the
+// run after the current step with a checkpoint. The end-of-run sample comes after the final
+// checkpoint, and a sample that fails is a warning.
 // train.device = gpu (one process): the model, gradients, optimizer state, ZeRO bucket and
 // activations live on the GPU, each micro-batch's tokens are copied over by model_forward, and the
 // loss and the agreed scalars come back to the host; checkpoints are the same files as on the CPU,
@@ -34,12 +42,17 @@ class Group;
 class Model;
 
 struct TrainSummary {
-  int64_t steps_done = 0, skipped = 0;
+  int64_t steps_done = 0, skipped = 0;  // steps_done: the step the run ended at
   int64_t rollbacks = 0;  // back to a checkpoint after anomalies in a row (their steps redone)
   double first_loss = 0, last_loss = 0;
   double first_val_loss = NAN, last_val_loss = NAN;  // NaN: not evaluated (see val_status)
   std::string val_status;  // why there is no validation loss; empty when there is one
   double seconds = 0;
+  // The newest checkpoint the run wrote (or resumed from, when it wrote none); "" when there is
+  // none. Its model/ is the trained model.
+  std::string checkpoint;
+  int stop_signal = 0;            // SIGINT or SIGTERM when one stopped the run (stop_signal.h)
+  bool already_finished = false;  // resumed at step ≥ train.steps: no step to run
 };
 
 struct TrainOptions {
@@ -56,6 +69,9 @@ struct StepResult {
   int64_t step = 0;  // 1-based: the step just done
   double loss = 0, grad_norm = 0, lr = 0;
   bool skipped = false;
+  // A stop signal some rank received before the step's agreed all-reduce (SIGTERM if any rank
+  // got one, else SIGINT; 0: none): every rank stops after this step.
+  int stop_signal = 0;
   int64_t tokens = 0;  // scored tokens of the global batch
   double seconds = 0;  // wall time of train_step
   double expert_load_entropy = 1;
@@ -70,7 +86,7 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  bool done() const;  // all steps done, or stopped at opt.stop_at_step
+  bool done() const;  // all steps done, or stopped (opt.stop_at_step, a stop signal)
   // Collective: one optimizer step over the next global batch.
   StepResult train_step();
   // Collective: the step's metrics line and log line, then evaluation, sample and checkpoint when

@@ -24,7 +24,8 @@ TEST(TrainStragglers, ASlowRankIsNamedInTheLogAndTheMetrics) {
   test::write_tiny_toml(dir / "run.toml", shards,
                         "micro_batch = 2\nsteps = 10\nlog_every = 100\neval_batches = 1\n"
                         "straggler_steps = 3\nstraggler_factor = 3\nmetrics = \"" +
-                            dir / "m.jsonl" + "\"\n");
+                            dir / "m.jsonl" + "\"\n",
+                        "[checkpoint]\ndir = \"none\"\n");
   std::string faults;
   for (int s = 3; s <= 7; ++s)
     faults += (faults.empty() ? "" : ",") + std::string("slow@step:") + std::to_string(s) +

@@ -1,5 +1,6 @@
 // The z-score spike detector on its own (train/anomaly.h): spikes judged once the window is
-// full, non-finite values always, a flat loss never, and the window round-trips exactly.
+// full and the warm-up is over, non-finite values always, a flat loss never, and the window
+// round-trips exactly.
 #include <cmath>
 #include <vector>
 
@@ -23,6 +24,31 @@ TEST(AnomalyDetector, JudgesSpikesOnceTheWindowIsFull) {
   EXPECT_TRUE(grad.anomaly);
   EXPECT_EQ(grad.kind, AnomalyKind::GradSpike);
   EXPECT_FALSE(d.observe(4.3, 1.0).anomaly);  // the spikes did not enter the window
+}
+
+// During the warm-up (judge_spikes = false) values only fill the window; a NaN is still judged.
+TEST(AnomalyDetector, TheWarmUpFillsTheWindowWithoutJudgingSpikes) {
+  AnomalyDetector d({.window = 4, .z = 6});
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(d.observe(2.0 + 0.01 * i, 1.0, false).anomaly);
+  EXPECT_FALSE(d.observe(50.0, 1e3, /*judge_spikes=*/false).anomaly);  // taken in
+  EXPECT_EQ(d.observe(NAN, 1.0, false).kind, AnomalyKind::NonFinite);
+  EXPECT_EQ(d.to_json()["loss"].back(), 50.0);
+  EXPECT_FALSE(d.observe(50.0, 1e3).anomaly) << "the warm-up's values are the window";
+}
+
+// A healthy run's gradient norm jumps 2–5× over a calm window (z far above 6): not a spike unless
+// it is also grad_ratio (10) × the window's mean.
+TEST(AnomalyDetector, AGradientNormSpikeMustAlsoBeSeveralTimesTheMean) {
+  AnomalyDetector d({.window = 8, .z = 6});
+  for (int i = 0; i < 8; ++i) d.observe(4.0, 0.9 + 0.01 * (i % 3));
+  const AnomalyVerdict jump = d.observe(4.0, 2.6);  // 2.9×
+  EXPECT_FALSE(jump.anomaly);
+  EXPECT_GT(jump.z, 12);
+  EXPECT_FALSE(d.observe(4.0, 4.5).anomaly);                     // 5×
+  EXPECT_EQ(d.observe(4.0, 30.0).kind, AnomalyKind::GradSpike);  // 19×
+  AnomalyDetector z_only({.window = 8, .z = 6, .grad_ratio = 0});
+  for (int i = 0; i < 8; ++i) z_only.observe(4.0, 0.9 + 0.01 * (i % 3));
+  EXPECT_TRUE(z_only.observe(4.0, 2.6).anomaly);
 }
 
 TEST(AnomalyDetector, NonFiniteIsAlwaysAnAnomalyAndZeroZJudgesNothingElse) {

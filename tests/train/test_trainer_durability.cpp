@@ -84,8 +84,9 @@ TEST(Durability, AllCorruptCheckpointsAreAnErrorNotAFreshStart) {
       {"2 checkpoint(s)", "none verifies", "refusing to start from step 0", "resume = \"none\""});
   EXPECT_EQ(slurp(w3), before3) << "the old checkpoint was overwritten";
   EXPECT_EQ(slurp(w6), before6) << "the old checkpoint was overwritten";
-  // The user's explicit choice: from scratch.
+  // The user's explicit choice: from scratch, over the old checkpoints (deleted first).
   c.resume = ResumeFrom::parse("none");
+  c.checkpoint_overwrite = true;
   EXPECT_EQ(run_training(c, {.quiet = true}).steps_done, 9);
 }
 
@@ -127,8 +128,9 @@ TEST(Durability, MetricsHoldEveryStepOnceAfterAResume) {
   c.steps = 10;
   run_training(c, {.quiet = true});  // resumes at 6
   EXPECT_EQ(metric_steps(c.metrics), iota_steps(10));
-  // A fresh start (resume = "none") rewrites the file from step 1.
+  // A fresh start (resume = "none", over the old checkpoints) rewrites the file from step 1.
   c.resume = ResumeFrom::parse("none");
+  c.checkpoint_overwrite = true;
   c.steps = 4;
   run_training(c, {.quiet = true});
   EXPECT_EQ(metric_steps(c.metrics), iota_steps(4));

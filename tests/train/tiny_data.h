@@ -1,5 +1,6 @@
-// A tiny learnable dataset for training tests (shared by tests/train and tests/integration): 60 short
-// documents of a repeating pattern, tokenised byte by byte (ids < 256 < V = 512 of tiny.json).
+// A tiny learnable dataset for training tests (shared by tests/train and tests/integration): 60
+// short documents of a repeating pattern, tokenised byte by byte (ids < 256 < V = 512 of
+// tiny.json).
 #pragma once
 #include <filesystem>
 #include <fstream>
@@ -7,7 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "data/bpe_train.h"
 #include "data/prepare.h"
+#include "data/tokenizer.h"
 #include "test_util.h"
 #include "train/train_config.h"
 
@@ -41,6 +44,37 @@ inline std::string make_tiny_dataset(const ScratchDir& dir) {
     for (int i = 0; i < 12; ++i) f << "abcdefgh" << char('i' + (d + i) % 8) << " ";
   }
   return byte_shards(dir, 0.1);
+}
+
+// A dataset as `zaya data prepare --tokenizer` makes it: the tiny documents encoded by a BPE
+// tokenizer of `vocab` tokens trained on them (saved as dir/tok_<vocab>.json), with BOS and EOS,
+// in dir/shards_tok_<vocab>, whose dataset.json records the tokenizer and its XXH3.
+struct TokenizedDataset {
+  std::string shards, tokenizer;
+};
+inline TokenizedDataset make_tokenized_dataset(const ScratchDir& dir, int64_t vocab) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(dir / "docs")) make_tiny_dataset(dir);
+  std::vector<std::string> texts;
+  for (const auto& e : fs::directory_iterator(dir / "docs")) {
+    std::ifstream f(e.path());
+    texts.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  const Tokenizer tok = train_bpe_on_texts(texts, vocab);
+  TokenizedDataset d{dir / ("shards_tok_" + std::to_string(vocab)),
+                     dir / ("tok_" + std::to_string(vocab) + ".json")};
+  tok.save(d.tokenizer);
+  PrepareOptions opt;
+  opt.inputs = {dir / "docs/*.txt"};
+  opt.out_dir = d.shards;
+  opt.vocab_size = tok.vocab_size();
+  opt.eos_id = tok.eos_id();
+  opt.bos_id = tok.bos_id();
+  opt.val_fraction = 0.1;
+  opt.quiet = true;
+  opt.tokenizer_path = d.tokenizer;
+  prepare_shards(opt, [&tok](std::string_view text) { return tok.encode(text); });
+  return d;
 }
 
 // A TOML run file of configs/tiny.json on `shards` (seq_len 16, evaluation only at the end):
