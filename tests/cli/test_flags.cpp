@@ -57,7 +57,7 @@ TEST(FlagErrors, MaxNewTokensNearInt64MaxIsAUserError) {
   const CliResult r = run_zaya_in(
       d.path, "generate --model " + d / "model" +
                   " --prompt-ids '2 3 4' --ids --max-new-tokens 9223372036854775807 --quiet");
-  expect_user_error(r, "exceeds the context of 2048 tokens");
+  expect_user_error(r, "exceeds the model's context of 2048 tokens");
 }
 
 TEST(FlagErrors, ABillionExpertsIsAnImmediateInspectError) {
