@@ -596,23 +596,6 @@ void Trainer::Impl::after_step(const StepResult& r) {
   summary.steps_done = r.step;
   summary.skipped = state.skipped;
   tokens_since_log += r.tokens;
-  if (metrics.is_open()) {
-    nlohmann::json j = {{"step", r.step},
-                        {"loss", r.loss},
-                        {"grad_norm", r.grad_norm},
-                        {"lr", r.lr},
-                        {"tokens", r.step * r.tokens},
-                        {"tokens_per_s", tps},
-                        {"mfu", tps * flops_per_token / (matmul_rate * world)},
-                        {"skipped", state.skipped},
-                        {"expert_load_entropy", r.expert_load_entropy},
-                        {"time", wall.seconds()}};
-    if (world > 1) {  // per-rank compute seconds (outside collectives) and the stragglers now
-      j["rank_compute_s"] = rank_seconds;
-      j["stragglers"] = recovery->stragglers();
-    }
-    metrics.append(j);
-  }
   // One rank alone also stops for a signal that came after the step's all-reduce (several ranks
   // must wait for the next step's: they stop together).
   const int stop_signal = r.stop_signal ? r.stop_signal : world == 1 ? stop_signal_received() : 0;
@@ -638,10 +621,29 @@ void Trainer::Impl::after_step(const StepResult& r) {
         "(a routed expert's), {} ran the default",
         t.exact, t.calls, t.nearest, t.calls - t.exact - t.nearest);
   }
+  double val_loss = NAN;  // evaluated after this step, when due
   if (has_val && !signalled && ((cfg.eval_every > 0 && r.step % cfg.eval_every == 0) || last)) {
     const heartbeat::Scope beat(heartbeat::Section::Eval);
-    summary.last_val_loss = validation_loss();
+    summary.last_val_loss = val_loss = validation_loss();
     log_info("step {:>6}  val_loss {:.4f}", r.step, summary.last_val_loss);
+  }
+  if (metrics.is_open()) {
+    nlohmann::json j = {{"step", r.step},
+                        {"loss", r.loss},
+                        {"grad_norm", r.grad_norm},
+                        {"lr", r.lr},
+                        {"tokens", r.step * r.tokens},
+                        {"tokens_per_s", tps},
+                        {"mfu", tps * flops_per_token / (matmul_rate * world)},
+                        {"skipped", state.skipped},
+                        {"expert_load_entropy", r.expert_load_entropy},
+                        {"time", wall.seconds()}};
+    if (world > 1) {  // per-rank compute seconds (outside collectives) and the stragglers now
+      j["rank_compute_s"] = rank_seconds;
+      j["stragglers"] = recovery->stragglers();
+    }
+    if (!std::isnan(val_loss)) j["val_loss"] = val_loss;  // on its step's line (zaya plot)
+    metrics.append(j);
   }
   // Save first, sample after: nothing that follows the checkpoint can lose the step's weights.
   if ((cfg.checkpoint_every > 0 && r.step % cfg.checkpoint_every == 0) || last || stopped) {

@@ -218,6 +218,8 @@ TEST(Quickstart, TheNewcomersScenarioRunsAsThePageSays) {
         e.path().filename() == "tokenizer.json" && e.path().parent_path().filename() == "model";
   }
   EXPECT_TRUE(has_svg) << "no plot of the run";
+  // The validation loss is in the metrics, on its step's line, for the plot to draw.
+  EXPECT_NE(slurp(dir / "runs/my-run/metrics.jsonl").find("\"val_loss\""), std::string::npos);
   EXPECT_TRUE(has_tokenizer) << "no tokenizer.json in a saved model directory";
 }
 
