@@ -28,6 +28,7 @@
 #include "data/shards.h"
 #include "data/tokenizer.h"
 #include "eval/perplexity.h"
+#include "infer/model_files.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
@@ -160,23 +161,11 @@ int eval_token_lines(const EvalArgs& args, const std::string& model_dir, Model& 
   return 0;
 }
 
-// The tokenizer of --text: --tokenizer, else the model directory's tokenizer.json.
-std::string tokenizer_path(const EvalArgs& a, const std::string& model_dir) {
-  if (!a.tokenizer.empty()) return a.tokenizer;
-  const fs::path p = fs::path(model_dir) / "tokenizer.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(p, ec))
-    fail(
-        "--text needs a tokenizer: the model directory {} has no tokenizer.json; pass "
-        "--tokenizer FILE (the one the model was trained with)",
-        model_dir);
-  return p.string();
-}
-
 // The whole of --text as one stream of ids: [BOS] + the file's tokens.
 std::vector<int32_t> text_stream(const EvalArgs& a, const std::string& model_dir,
                                  const ZayaConfig& c, std::string* tok_used) {
-  const std::string tok_file = tokenizer_path(a, model_dir);
+  const std::string tok_file = find_tokenizer(model_dir, a.tokenizer);
+  if (tok_file.empty()) fail_no_tokenizer(model_dir);
   *tok_used = tok_file;
   const std::string text = read_text_file(a.text, "text to evaluate");
   if (text.compare(0, 8, kShardMagic) == 0)
@@ -204,8 +193,7 @@ void check_dataset_tokenizer(const EvalArgs& a, const DatasetManifest& m,
         "--dataset {} was tokenized with {} tokens (dataset.json vocab_size) but the model's "
         "vocab_size is {} (config.json in {})",
         a.dataset, m.vocab_size, c.vocab_size, model_dir);
-  const std::string tok =
-      a.tokenizer.empty() ? (fs::path(model_dir) / "tokenizer.json").string() : a.tokenizer;
+  const std::string tok = find_tokenizer(model_dir, a.tokenizer);
   std::error_code ec;
   if (m.tokenizer_xxh3.empty() || !fs::is_regular_file(tok, ec)) return;
   const std::string ours = hex64(file_checksum(tok));

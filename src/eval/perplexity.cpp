@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "core/assert.h"
-#include "io/file.h"
-#include "io/json_parse.h"
+#include "io/model_extras.h"
 #include "model/activations.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -84,27 +82,17 @@ PerplexityResult strided_loss(const Model& model, std::span<const int32_t> strea
 
 ContextChoice default_context(const std::string& model_dir, const ZayaConfig& config) {
   const int64_t positions = config.max_position_embeddings;
+  ModelExtras x;
   const std::string path = (std::filesystem::path(model_dir) / "tokenizer_config.json").string();
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) {
-    nlohmann::json j;
-    try {
-      j = parse_json(read_text_file(path, "tokenizer config"));
-    } catch (const JsonError& e) {
-      fail("{}: not valid JSON: {}", path, e.what());
-    }
-    // A tokenizer_config.json made elsewhere may say "no limit" with a huge number (1e30, not
-    // an integer): only a usable length counts.
-    if (j.is_object() && j.contains("model_max_length") &&
-        j["model_max_length"].is_number_integer()) {
-      const int64_t n = j["model_max_length"].get<int64_t>();
-      if (n >= 1 && n <= positions) return {n, "model_max_length in " + path};
-      if (n > positions)
-        return {positions, fmt::format("model_max_length {} in {}, capped at the config's "
-                                       "max_position_embeddings",
-                                       n, path)};
-    }
-  }
+  if (std::filesystem::is_regular_file(path, ec)) read_tokenizer_config(path, x);
+  // (transformers' "no limit", 1e30, reads as 0: not a length.)
+  if (x.model_max_length >= 1 && x.model_max_length <= positions)
+    return {x.model_max_length, "model_max_length in " + x.tokenizer_config};
+  if (x.model_max_length > positions)
+    return {positions, fmt::format("model_max_length {} in {}, capped at the config's "
+                                   "max_position_embeddings",
+                                   x.model_max_length, x.tokenizer_config)};
   if (positions <= kDefaultContextCap) return {positions, "the config's max_position_embeddings"};
   return {kDefaultContextCap, fmt::format("the config's max_position_embeddings {}, capped at {}",
                                           positions, kDefaultContextCap)};

@@ -480,19 +480,26 @@ void Frame::marker(double x, double y, MarkerShape shape, std::string_view color
   svg_.close();
 }
 
-void Frame::top_marker(double x, std::string_view color, std::string_view cls, std::string_view tip,
-                       const Attrs& extra) {
+double Frame::open_rule(double x, std::string_view color, std::string_view cls,
+                        std::string_view tip, const Attrs& extra, const Attrs& line) {
   const double px = std::clamp(xs_(x), left_, right_);
   Attrs a = {{"class", std::string(cls)}};
   a.insert(a.end(), extra.begin(), extra.end());
   svg_.open("g", a);
   svg_.tooltip(tip);
-  svg_.element("line", {{"x1", svg_number(px)},
-                        {"x2", svg_number(px)},
-                        {"y1", svg_number(top_)},
-                        {"y2", svg_number(bottom_)},
-                        {"stroke", std::string(color)},
-                        {"stroke-opacity", "0.3"}});
+  Attrs l = {{"x1", svg_number(px)},
+             {"x2", svg_number(px)},
+             {"y1", svg_number(top_)},
+             {"y2", svg_number(bottom_)},
+             {"stroke", std::string(color)}};
+  l.insert(l.end(), line.begin(), line.end());
+  svg_.element("line", l);
+  return px;
+}
+
+void Frame::top_marker(double x, std::string_view color, std::string_view cls, std::string_view tip,
+                       const Attrs& extra) {
+  const double px = open_rule(x, color, cls, tip, extra, {{"stroke-opacity", "0.3"}});
   svg_.element("path", {{"d", shape_path(MarkerShape::TriangleDown, px, top_ + 5)},
                         {"fill", std::string(color)}});
   svg_.close();
@@ -500,18 +507,8 @@ void Frame::top_marker(double x, std::string_view color, std::string_view cls, s
 
 void Frame::vrule(double x, std::string_view color, std::string_view cls, std::string_view label,
                   std::string_view tip, const Attrs& extra) {
-  const double px = std::clamp(xs_(x), left_, right_);
-  Attrs a = {{"class", std::string(cls)}};
-  a.insert(a.end(), extra.begin(), extra.end());
-  svg_.open("g", a);
-  svg_.tooltip(tip);
-  svg_.element("line", {{"x1", svg_number(px)},
-                        {"x2", svg_number(px)},
-                        {"y1", svg_number(top_)},
-                        {"y2", svg_number(bottom_)},
-                        {"stroke", std::string(color)},
-                        {"stroke-width", "1.5"},
-                        {"stroke-dasharray", "4 3"}});
+  const double px =
+      open_rule(x, color, cls, tip, extra, {{"stroke-width", "1.5"}, {"stroke-dasharray", "4 3"}});
   const bool room_right = px + 4 + text_width(label, 10) < right_;
   svg_.text(room_right ? px + 4 : px - 4, top_ + 24, label,
             {{"font-size", "10"},

@@ -137,6 +137,10 @@ class Frame {
 
  private:
   void legend(double y);
+  // Opens the <g> (class, tooltip, `extra`) of a vertical rule at x and draws the rule across the
+  // plot area with `line`'s attributes added; returns its pixel x. The caller adds and closes.
+  double open_rule(double x, std::string_view color, std::string_view cls, std::string_view tip,
+                   const Attrs& extra, const Attrs& line);
 
   Svg& svg_;
   Spec spec_;

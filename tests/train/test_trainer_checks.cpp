@@ -32,16 +32,9 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-// tiny_run, short: 4 steps of 2 rows, a checkpoint at the end.
+// tiny_run, short: 4 steps, a checkpoint at the end.
 TrainConfig short_run(const ScratchDir& dir, const std::string& name, const std::string& shards) {
-  TrainConfig c = tiny_run(dir, name, shards);
-  c.micro_batch = 2;
-  c.grad_accum = 1;
-  c.steps = 4;
-  c.optim.warmup = 2;
-  c.eval_batches = 1;
-  c.log_every = 100;
-  return c;
+  return short_tiny_run(dir, name, shards, 4);
 }
 
 // configs/tiny.json with some fields changed, written to dir/name.

@@ -23,13 +23,7 @@ namespace {
 
 // tiny_run with smaller steps: 6 of them, a checkpoint every 3.
 TrainConfig short_run(const ScratchDir& dir, const std::string& name, const std::string& shards) {
-  TrainConfig c = tiny_run(dir, name, shards);
-  c.micro_batch = 2;
-  c.grad_accum = 1;
-  c.steps = 6;
-  c.optim.warmup = 2;
-  c.eval_batches = 1;
-  c.log_every = 100;
+  TrainConfig c = short_tiny_run(dir, name, shards, 6);
   c.checkpoint_every = 3;
   return c;
 }

@@ -112,4 +112,17 @@ inline TrainConfig tiny_run(const ScratchDir& dir, const std::string& name,
   return c;
 }
 
+// tiny_run, short: `steps` steps of 2 rows, one evaluation batch, a checkpoint at the end.
+inline TrainConfig short_tiny_run(const ScratchDir& dir, const std::string& name,
+                                  const std::string& shards, int64_t steps) {
+  TrainConfig c = tiny_run(dir, name, shards);
+  c.micro_batch = 2;
+  c.grad_accum = 1;
+  c.steps = steps;
+  c.optim.warmup = 2;
+  c.eval_batches = 1;
+  c.log_every = 100;
+  return c;
+}
+
 }  // namespace zaya::test
