@@ -64,8 +64,8 @@ struct Sequence {
   }
 };
 
-// log_softmax of raw logits, in double: the log-sum-exp and the `k` most likely ids (ties → lower
-// id). NaN counts as -inf; +inf logits share all the probability.
+// log_softmax of one row of raw logits, its log-sum-exp taken in double (a float running sum over
+// a large vocabulary drifts). NaN counts as -inf; +inf logits share all the probability.
 struct LogSoftmax {
   double lse = 0;     // log Σ exp(l) over the finite logits
   int64_t n_inf = 0;  // how many logits are +inf (then they share the mass)
