@@ -131,7 +131,9 @@ int run_generate(GenerateArgs& a) {
   int64_t finished = 0;
   const bool stream = N == 1 && !a.ids;
   for (int64_t k = 0; k < N; ++k) {
-    GenerationRequest req{prompt, a.sampling};
+    GenerationRequest req;
+    req.prompt = prompt;
+    req.sampling = a.sampling;
     req.sampling.seed = a.sampling.seed + uint64_t(k);
     engine.submit(std::move(req), [&, k](const GenerationEvent& ev) {
       out_ids[size_t(k)].insert(out_ids[size_t(k)].end(), ev.ids.begin(), ev.ids.end());

@@ -32,6 +32,24 @@ SequenceCache::SequenceCache(const ZayaConfig& c, int64_t capacity)
   }
 }
 
+void SequenceCache::copy_from(const SequenceCache& src) {
+  ZAYA_ASSERT(src.capacity_ == capacity_ && src.layers_.size() == layers_.size(),
+              "cache copy: capacity {} from {}, {} layers from {}", capacity_, src.capacity_,
+              layers_.size(), src.layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerCache& d = layers_[i];
+    const LayerCache& s = src.layers_[i];
+    if (!s.k.defined()) continue;
+    if (src.length_ > 0) {
+      device_copy(d.k.rows(0, src.length_), s.k.rows(0, src.length_));
+      device_copy(d.v.rows(0, src.length_), s.v.rows(0, src.length_));
+    }
+    device_copy(d.conv_state, s.conv_state);
+    device_copy(d.x_prev, s.x_prev);
+  }
+  length_ = src.length_;
+}
+
 int64_t SequenceCache::bytes_per_token(const ZayaConfig& c) {
   int64_t layers = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) layers += c.is_attention(i) ? 1 : 0;

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 
@@ -31,19 +33,88 @@ int64_t default_cache_budget() {
   return int64_t(pages) / 2 * int64_t(page);
 }
 
+// One choice of a request: its own cache (choice 0's is the one the prompt is prefilled into; the
+// others are copied from it once the prompt is in), sampler, text stream and processor.
+struct Choice {
+  int index = 0;
+  std::unique_ptr<SequenceCache> cache;
+  std::optional<Sampler> sampler;
+  std::unique_ptr<TextStream> text;
+  std::unique_ptr<LogitsProcessor> processor;
+  std::vector<int32_t> history;  // prompt, then generated ids
+  int64_t generated = 0;
+  bool finished = false;  // its last event has been delivered
+};
+
 struct Sequence {
   uint64_t id = 0;
   GenerationRequest req;
   EventFn on_event;
-  std::unique_ptr<SequenceCache> cache;
-  std::optional<Sampler> sampler;
-  std::unique_ptr<TextStream> text;
-  std::vector<int32_t> history;  // prompt, then generated ids
-  int64_t prompt_fed = 0;        // prompt tokens already run through the model
-  int64_t generated = 0;
+  std::vector<std::unique_ptr<LogitsProcessor>> processors;  // made by submit, one per choice
+  std::vector<Choice> choices;                               // all n, made at admission
+  int64_t prompt_fed = 0;  // prompt tokens already run through the model
   bool cancelled = false;  // the client asked to stop it (guarded by the engine mutex)
-  bool finished = false;   // its last event has been delivered
+
+  // Batch slots it holds: its choices not yet done (all n before admission).
+  int64_t live() const {
+    if (choices.empty()) return req.n;
+    int64_t k = 0;
+    for (const Choice& c : choices) k += c.finished ? 0 : 1;
+    return k;
+  }
 };
+
+// log_softmax of one row of raw logits, its log-sum-exp taken in double (a float running sum over
+// a large vocabulary drifts). NaN counts as -inf; +inf logits share all the probability.
+struct LogSoftmax {
+  double lse = 0;     // log Σ exp(l) over the finite logits
+  int64_t n_inf = 0;  // how many logits are +inf (then they share the mass)
+
+  void fit(std::span<const float> row) {
+    float m = -std::numeric_limits<float>::infinity();
+    n_inf = 0;
+    for (float l : row) {
+      if (l > m) m = l;
+      if (std::isinf(l) && l > 0) ++n_inf;
+    }
+    if (n_inf > 0 || !std::isfinite(m)) {
+      lse = 0;
+      return;
+    }
+    double sum = 0;
+    for (float l : row)
+      if (l > -std::numeric_limits<float>::infinity()) sum += std::exp(double(l) - double(m));
+    lse = double(m) + std::log(sum);
+  }
+  float at(float l) const {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    if (n_inf > 0) return std::isinf(l) && l > 0 ? float(-std::log(double(n_inf))) : ninf;
+    if (!(l > ninf)) return ninf;
+    return float(double(l) - lse);
+  }
+};
+
+// The k most likely ids of `row` with their logprobs, most likely first (ties → lower id).
+std::vector<std::pair<int32_t, float>> top_ids(std::span<const float> row, int k,
+                                               const LogSoftmax& ls) {
+  std::vector<std::pair<float, int32_t>> best;  // (logit, id), sorted most likely first
+  if (k <= 0) return {};
+  best.reserve(size_t(k) + 1);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < row.size(); ++i) {
+    const float l = std::isnan(row[i]) ? ninf : row[i];
+    if (int(best.size()) == k && !(l > best.back().first)) continue;  // equal: the lower id stays
+    auto it =
+        std::upper_bound(best.begin(), best.end(), l,
+                         [](float v, const std::pair<float, int32_t>& b) { return v > b.first; });
+    best.insert(it, {l, int32_t(i)});
+    if (int(best.size()) > k) best.pop_back();
+  }
+  std::vector<std::pair<int32_t, float>> out;
+  out.reserve(best.size());
+  for (const auto& [l, id] : best) out.emplace_back(id, ls.at(l));
+  return out;
+}
 
 }  // namespace
 
@@ -53,6 +124,7 @@ struct Engine::Impl {
   EngineOptions opt;
   Decoder decoder;
   std::vector<float> logits;
+  std::vector<float> work, raw;  // one choice's copy of a shared row; the raw row for logprobs
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -65,14 +137,83 @@ struct Engine::Impl {
   Impl(const InferModel& m, const Tokenizer* t, EngineOptions o)
       : model(m), tok(t), opt(o), decoder(m) {}
 
-  static void finish(Sequence& s, GenerationEvent ev, FinishReason reason) {
+  static void finish(Sequence& s, Choice* ch, int index, GenerationEvent ev, FinishReason reason) {
     ev.done = true;
+    ev.index = index;
     ev.finish_reason = reason;
     ev.prompt_tokens = int64_t(s.req.prompt.size());
-    ev.completion_tokens = s.generated;
+    ev.completion_tokens = ch ? ch->generated : 0;
+    if (ch) ch->finished = true;
     s.on_event(ev);
   }
+  // Ends every choice not yet done (all n before admission) with `reason`.
+  static void finish_all(Sequence& s, FinishReason reason) {
+    if (s.choices.empty()) {
+      for (int i = 0; i < s.req.n; ++i) finish(s, nullptr, i, {}, reason);
+      return;
+    }
+    for (Choice& ch : s.choices)
+      if (!ch.finished) finish(s, &ch, ch.index, {}, reason);
+  }
+  // One step of one choice from its row of logits (modified in place).
+  void advance(Sequence& s, Choice& ch, std::span<float> row);
 };
+
+void Engine::Impl::advance(Sequence& s, Choice& ch, std::span<float> row) {
+  const SamplingParams& sp = s.req.sampling;
+  LogSoftmax ls;
+  if (sp.top_logprobs >= 0) {
+    ls.fit(row);
+    raw.assign(row.begin(), row.end());
+  }
+  ch.sampler->process(row, ch.history);
+  if (ch.processor) {
+    ch.processor->apply(row);
+    const float ninf = -std::numeric_limits<float>::infinity();
+    if (std::none_of(row.begin(), row.end(), [&](float l) { return l > ninf; })) {
+      // The constraint allows nothing (a grammar with no way on): end the choice, draw nothing.
+      log_debug("engine: request {} choice {}: the logits processor forbade every token; stopped",
+                s.id, ch.index);
+      GenerationEvent ev;
+      if (ch.text) ev.text = ch.text->flush();
+      finish(s, &ch, ch.index, std::move(ev), FinishReason::Stop);
+      return;
+    }
+  }
+  const int32_t next = ch.sampler->draw(row);
+  if (ch.processor) ch.processor->accept(next);
+  ch.history.push_back(next);
+  ++ch.generated;
+  GenerationEvent ev;
+  ev.index = ch.index;
+  FinishReason reason = FinishReason::None;
+  const bool eos = std::find(opt.eos_ids.begin(), opt.eos_ids.end(), next) != opt.eos_ids.end() &&
+                   !sp.ignore_eos;
+  const bool stop_id = std::find(sp.stop_ids.begin(), sp.stop_ids.end(), next) != sp.stop_ids.end();
+  if (eos || stop_id) {
+    reason = FinishReason::Stop;  // EOS or a stop id ends the text and is not part of it
+    if (ch.text) ev.text = ch.text->flush();
+  } else {
+    ev.ids.push_back(next);
+    if (sp.top_logprobs >= 0)
+      ev.logprobs.push_back({next, ls.at(raw[size_t(next)]), top_ids(raw, sp.top_logprobs, ls)});
+    if (ch.text) {
+      TextStream::Delta delta = ch.text->push(next);
+      ev.text = std::move(delta.text);
+      if (delta.stopped) reason = FinishReason::Stop;
+    }
+    if (reason == FinishReason::None && ch.generated >= sp.max_new_tokens) {
+      reason = FinishReason::Length;
+      if (ch.text) ev.text += ch.text->flush();
+    }
+  }
+  ev.prompt_tokens = int64_t(s.req.prompt.size());
+  ev.completion_tokens = ch.generated;
+  if (reason != FinishReason::None)
+    finish(s, &ch, ch.index, std::move(ev), reason);
+  else
+    s.on_event(ev);
+}
 
 Engine::Engine(const InferModel& model, const Tokenizer* tok, EngineOptions opt)
     : impl_(std::make_unique<Impl>(model, tok, opt)) {
@@ -120,7 +261,14 @@ uint64_t Engine::submit(GenerationRequest req, EventFn on_event) {
          want, ctx);
   if (!I.tok && !req.sampling.stop.empty())
     fail("stop strings need a tokenizer (none was loaded with the model)");
+  if (req.n < 1 || req.n > 8) fail("n (the number of choices) must be in [1, 8]; got {}", req.n);
+  for (const auto& [id, bias] : req.sampling.logit_bias)
+    if (id >= V) fail("logit_bias token id {} is outside the vocabulary [0, {})", id, V);
+  for (int32_t id : req.sampling.stop_ids)
+    if (id >= V) fail("stop token id {} is outside the vocabulary [0, {})", id, V);
   auto s = std::make_unique<Sequence>();
+  if (req.make_processor)
+    for (int i = 0; i < req.n; ++i) s->processors.push_back(req.make_processor());
   s->req = std::move(req);
   s->on_event = std::move(on_event);
   std::lock_guard<std::mutex> lock(I.mu);
@@ -163,44 +311,61 @@ bool Engine::step() {
       } else {
         ++it;
       }
-    while (!I.queue.empty() && int64_t(I.active.size()) < I.opt.max_batch) {
+    // Admission in order, while the next request's choices fit the free slots; a request with
+    // more choices than max_batch goes alone into an empty batch (so it never waits forever).
+    int64_t used = 0;
+    for (const auto& s : I.active) used += s->live();
+    while (!I.queue.empty()) {
+      Sequence& next = *I.queue.front();
+      const bool runs = !next.cancelled && next.req.sampling.max_new_tokens > 0;
+      if (runs && used > 0 && used + next.req.n > I.opt.max_batch) break;
       std::unique_ptr<Sequence> s = std::move(I.queue.front());
       I.queue.pop_front();
       if (s->cancelled)
         ending.emplace_back(std::move(s), FinishReason::Cancelled);
       else if (s->req.sampling.max_new_tokens == 0)
         ending.emplace_back(std::move(s), FinishReason::Length);
-      else
+      else {
+        used += s->req.n;
         I.active.push_back(std::move(s));
+      }
     }
   }
-  for (auto& [s, reason] : ending) Impl::finish(*s, {}, reason);
+  for (auto& [s, reason] : ending) Impl::finish_all(*s, reason);
 
-  // Admit new sequences (cache, sampler, text stream); build this step's items: the next prompt
-  // chunk while prefilling, else the last generated token.
-  std::vector<Sequence*> run;
+  // Admit new requests (their choices: sampler, text stream, processor; choice 0's cache); build
+  // this step's items: the next prompt chunk while prefilling (choice 0's cache), else the last
+  // generated token of every choice still running.
+  std::vector<std::pair<Sequence*, Choice*>> run;  // Choice null: a prompt chunk
   std::vector<DecodeItem> items;
-  std::vector<char> is_prompt;
   for (auto& sp : I.active) {
     Sequence& s = *sp;
     const int64_t P = int64_t(s.req.prompt.size());
-    if (!s.cache) {
-      s.cache = std::make_unique<SequenceCache>(c, P + s.req.sampling.max_new_tokens);
-      s.sampler.emplace(s.req.sampling);
-      if (I.tok) s.text = std::make_unique<TextStream>(*I.tok, s.req.sampling.stop);
-      s.history = s.req.prompt;
+    if (s.choices.empty()) {
+      s.choices.resize(size_t(s.req.n));
+      for (int i = 0; i < s.req.n; ++i) {
+        Choice& ch = s.choices[size_t(i)];
+        ch.index = i;
+        ch.sampler.emplace(s.req.sampling, uint64_t(i));
+        if (I.tok) ch.text = std::make_unique<TextStream>(*I.tok, s.req.sampling.stop);
+        if (size_t(i) < s.processors.size()) ch.processor = std::move(s.processors[size_t(i)]);
+        ch.history = s.req.prompt;
+      }
+      s.choices[0].cache = std::make_unique<SequenceCache>(c, P + s.req.sampling.max_new_tokens);
     }
-    run.push_back(&s);
     if (s.prompt_fed < P) {
       const int64_t L = std::min(I.opt.prefill_chunk, P - s.prompt_fed);
       items.push_back(
-          {s.cache.get(),
+          {s.choices[0].cache.get(),
            std::span<const int32_t>(s.req.prompt).subspan(size_t(s.prompt_fed), size_t(L))});
       s.prompt_fed += L;
-      is_prompt.push_back(1);
+      run.emplace_back(&s, nullptr);
     } else {
-      items.push_back({s.cache.get(), std::span<const int32_t>(&s.history.back(), 1)});
-      is_prompt.push_back(0);
+      for (Choice& ch : s.choices) {
+        if (ch.finished) continue;
+        items.push_back({ch.cache.get(), std::span<const int32_t>(&ch.history.back(), 1)});
+        run.emplace_back(&s, &ch);
+      }
     }
   }
   if (items.empty()) return !ending.empty();
@@ -211,39 +376,29 @@ bool Engine::step() {
   const double secs = timer.seconds();
   int64_t prompt_tokens = 0, decode_tokens = 0;
   for (size_t k = 0; k < items.size(); ++k) {
-    Sequence& s = *run[k];
-    (is_prompt[k] ? prompt_tokens : decode_tokens) += int64_t(items[k].tokens.size());
-    if (s.prompt_fed < int64_t(s.req.prompt.size())) continue;  // more prompt chunks to go
+    auto [sq, ch] = run[k];
+    Sequence& s = *sq;
+    (ch ? decode_tokens : prompt_tokens) += int64_t(items[k].tokens.size());
     std::span<float> row(I.logits.data() + k * size_t(V), size_t(V));
-    const int32_t next = s.sampler->sample(row, s.history);
-    s.history.push_back(next);
-    ++s.generated;
-    GenerationEvent ev;
-    FinishReason reason = FinishReason::None;
-    const bool eos =
-        std::find(I.opt.eos_ids.begin(), I.opt.eos_ids.end(), next) != I.opt.eos_ids.end();
-    if (eos && !s.req.sampling.ignore_eos) {
-      reason = FinishReason::Stop;  // EOS ends the text and is not part of it
-      if (s.text) ev.text = s.text->flush();
-    } else {
-      ev.ids.push_back(next);
-      if (s.text) {
-        TextStream::Delta delta = s.text->push(next);
-        ev.text = std::move(delta.text);
-        if (delta.stopped) reason = FinishReason::Stop;
-      }
-      if (reason == FinishReason::None && s.generated >= s.req.sampling.max_new_tokens) {
-        reason = FinishReason::Length;
-        if (s.text) ev.text += s.text->flush();
-      }
+    if (ch) {
+      I.advance(s, *ch, row);
+      continue;
     }
-    ev.prompt_tokens = int64_t(s.req.prompt.size());
-    ev.completion_tokens = s.generated;
-    if (reason != FinishReason::None) {
-      Impl::finish(s, std::move(ev), reason);
-      s.finished = true;
-    } else {
-      s.on_event(ev);
+    if (s.prompt_fed < int64_t(s.req.prompt.size())) continue;  // more prompt chunks to go
+    // The prompt is in: copy its cache into the other choices, each drawing its first token from
+    // the same row (a copy of it, as drawing modifies the row; the last choice takes the row).
+    const int64_t cap = s.choices[0].cache->capacity();
+    for (size_t i = 1; i < s.choices.size(); ++i) {
+      s.choices[i].cache = std::make_unique<SequenceCache>(c, cap);
+      s.choices[i].cache->copy_from(*s.choices[0].cache);
+    }
+    for (size_t i = 0; i < s.choices.size(); ++i) {
+      if (i + 1 < s.choices.size()) {
+        I.work.assign(row.begin(), row.end());
+        I.advance(s, s.choices[i], I.work);
+      } else {
+        I.advance(s, s.choices[i], row);
+      }
     }
   }
   std::lock_guard<std::mutex> lock(I.mu);
@@ -252,7 +407,7 @@ bool Engine::step() {
   I.stats.decode_tokens += decode_tokens;
   (prompt_tokens > 0 ? I.stats.prefill_seconds : I.stats.decode_seconds) += secs;
   for (auto it = I.active.begin(); it != I.active.end();)
-    if ((*it)->finished) {
+    if ((*it)->live() == 0) {
       ended.push_back(std::move(*it));  // freed after the lock is released
       it = I.active.erase(it);
     } else {

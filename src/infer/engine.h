@@ -2,11 +2,22 @@
 // runs step()/run() admits them (up to max_batch at once), prefills their prompts, then decodes one
 // token per active sequence per step — a new request joins the running batch at the next step, a
 // finished one leaves it. Output goes to each request's callback, on the engine thread.
+//
+// A request of n choices is prefilled once; its cache is then copied into n sequences that decode
+// in the same steps, each with its own sampler (choice i draws from RNG stream i of the request's
+// seed, sampler.h: choice 0 is exactly what the request gives with n = 1), LogitsProcessor, stop
+// strings and token budget, and each ending with its own done event. max_batch counts sequences:
+// requests are admitted in order while their n fits the free slots; one larger than max_batch is
+// admitted alone once the batch is empty, so it can never block the queue.
+// Per choice and step: raw logits → [logprobs] → Sampler::process (bias, penalties) →
+// LogitsProcessor::apply (mask) → Sampler::draw → LogitsProcessor::accept(id). A mask that forbids
+// every id ends the choice (stop) instead of drawing.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,13 +41,26 @@ struct EngineOptions {
   std::vector<int32_t> eos_ids = {};
 };
 
+// Constrains one choice's output (e.g. a grammar): apply is called on every step's logits after
+// the bias and penalties, before temperature and filtering, and sets -inf on the ids it forbids;
+// accept is then told the id that was drawn. Runs on the engine thread.
+struct LogitsProcessor {
+  virtual ~LogitsProcessor() = default;
+  virtual void apply(std::span<float> logits) = 0;
+  virtual void accept(int32_t id) = 0;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // ≥ 1 id, each < vocab
   SamplingParams sampling;
+  int n = 1;  // 1..8 choices from one prompt, prefilled once, decoded in the same batch
+  // Called once per choice (by submit, on the caller's thread); empty, or a null result: none.
+  std::function<std::unique_ptr<LogitsProcessor>()> make_processor;
 };
 
-// Why a request ended: stop (EOS or a stop string), length (max_new_tokens or the context),
-// cancelled (the client went away or the server stops). None: not ended yet.
+// Why a choice ended: stop (EOS, a stop id, a stop string, or a LogitsProcessor that forbade every
+// id), length (max_new_tokens or the context), cancelled (the client went away or the server
+// stops). None: not ended yet.
 enum class FinishReason { None, Stop, Length, Cancelled };
 template <>
 struct EnumWords<FinishReason> {
@@ -47,10 +71,22 @@ struct EnumWords<FinishReason> {
       {FinishReason::Cancelled, "cancelled"}};
 };
 
+// A generated id's log-probability under the model's own distribution: log_softmax of the raw
+// logits (before bias, penalties, mask and temperature), and the `top_logprobs` most likely ids
+// with theirs (most likely first, ties → lower id).
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct GenerationEvent {
-  std::string text;          // newly emitted text (empty without a tokenizer)
-  std::vector<int32_t> ids;  // newly generated ids
-  bool done = false;         // the last event of the request
+  using TokenLogprob = zaya::TokenLogprob;
+  std::string text;                    // newly emitted text (empty without a tokenizer)
+  std::vector<int32_t> ids;            // newly generated ids
+  std::vector<TokenLogprob> logprobs;  // one per id of `ids` when sampling.top_logprobs ≥ 0
+  int index = 0;                       // the choice (0 … n−1) this event belongs to
+  bool done = false;  // the last event of the choice; the request ends when all n have it
   FinishReason finish_reason = FinishReason::None;  // set on the last event
   int64_t prompt_tokens = 0;                        // filled on every event
   int64_t completion_tokens = 0;
@@ -72,11 +108,13 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Thread-safe. Validates (throws zaya::Error: empty prompt, id out of range, prompt + max tokens
-  // beyond the context, bad sampling parameters, stop strings without a tokenizer) and queues.
-  // on_event runs on the engine thread; its last call has done = true (exactly once).
+  // Thread-safe. Validates (throws zaya::Error: empty prompt, id out of range — prompt, logit_bias
+  // or stop_ids —, prompt + max tokens beyond the context, bad sampling parameters, n outside
+  // 1..8, stop strings without a tokenizer), makes the choices' processors and queues. on_event
+  // runs on the engine thread; each choice's last event has done = true (exactly once).
   uint64_t submit(GenerationRequest req, EventFn on_event);
-  // Thread-safe. Ends a request early (e.g. its client went away): done with "cancelled".
+  // Thread-safe. Ends a request early (e.g. its client went away): every choice not yet done ends
+  // with "cancelled".
   void cancel(uint64_t id);
   // One step: admit, prefill, decode one token each. Returns false when there was nothing to do.
   bool step();

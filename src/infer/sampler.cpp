@@ -1,4 +1,5 @@
-// Sampler: repetition penalty → temperature → top-k → top-p → min-p → draw (see sampler.h).
+// Sampler: logit_bias → repetition penalty → frequency/presence → (the engine's mask) →
+// temperature → top-k → top-p → min-p → draw (see sampler.h).
 // Cost for a vocabulary of V: one pass (one exp each) for temperature and the candidate list,
 // nth_element for top-k, a quickselect for top-p; nothing sorts the whole vocabulary.
 #include "infer/sampler.h"
@@ -34,6 +35,26 @@ std::optional<SamplingParams::Invalid> SamplingParams::check() const {
                fmt::format("max_new_tokens must be an integer ≥ 0; got {}", max_new_tokens));
   for (const std::string& s : stop)
     if (s.empty()) return bad("stop", "stop strings must not be empty");
+  if (!(frequency_penalty >= -2 && frequency_penalty <= 2))
+    return bad(
+        "frequency_penalty",
+        fmt::format("frequency_penalty must be in [-2, 2] (0 = off); got {}", frequency_penalty));
+  if (!(presence_penalty >= -2 && presence_penalty <= 2))
+    return bad(
+        "presence_penalty",
+        fmt::format("presence_penalty must be in [-2, 2] (0 = off); got {}", presence_penalty));
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return bad("logit_bias", fmt::format("logit_bias token id {} is negative", id));
+    if (!(bias >= -100 && bias <= 100))
+      return bad(
+          "logit_bias",
+          fmt::format("logit_bias for token id {} must be in [-100, 100]; got {}", id, bias));
+  }
+  for (int32_t id : stop_ids)
+    if (id < 0) return bad("stop_ids", fmt::format("stop token id {} is negative", id));
+  if (top_logprobs < -1 || top_logprobs > 20)
+    return bad("top_logprobs",
+               fmt::format("top_logprobs must be in [0, 20] (-1 = off); got {}", top_logprobs));
   return std::nullopt;
 }
 
@@ -60,9 +81,14 @@ bool more_likely(const std::pair<float, int32_t>& a, const std::pair<float, int3
 
 }  // namespace
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+void Sampler::process(std::span<float> logits, std::span<const int32_t> history) {
   const int64_t V = int64_t(logits.size());
   ZAYA_ASSERT(V > 0, "sample: empty logits");
+
+  for (const auto& [id, bias] : p_.logit_bias) {
+    ZAYA_ASSERT(id >= 0 && id < V, "sample: logit_bias id {} outside the vocabulary of {}", id, V);
+    logits[size_t(id)] += bias;
+  }
 
   if (p_.repetition_penalty != 1.0 && !history.empty()) {
     // CTRL rule, once per distinct id: positive logits shrink, negative ones grow.
@@ -77,6 +103,29 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
     }
   }
 
+  // OpenAI's penalties over the generated ids, the subtraction done in double.
+  for (const auto& [id, count] : counts_) {
+    ZAYA_ASSERT(id < V, "sample: generated id {} outside the vocabulary of {}", id, V);
+    float& l = logits[size_t(id)];
+    l = float(double(l) - (double(count) * p_.frequency_penalty + p_.presence_penalty));
+  }
+}
+
+int32_t Sampler::draw(std::span<float> logits) {
+  ZAYA_ASSERT(!logits.empty(), "sample: empty logits");
+  const int32_t id = pick(logits);
+  if (p_.frequency_penalty != 0 || p_.presence_penalty != 0) {
+    auto it = std::lower_bound(counts_.begin(), counts_.end(), std::make_pair(id, int64_t(0)));
+    if (it != counts_.end() && it->first == id)
+      ++it->second;
+    else
+      counts_.insert(it, {id, 1});
+  }
+  return id;
+}
+
+int32_t Sampler::pick(std::span<float> logits) {
+  const int64_t V = int64_t(logits.size());
   if (p_.temperature == 0) return argmax(logits);
   // A +inf logit is certain; NaN and -inf can never be drawn.
   const float top = logits[argmax(logits)];

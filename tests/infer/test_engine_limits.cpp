@@ -26,7 +26,8 @@ TEST(EngineLimits, MaxNewTokensNearInt64MaxIsRejected) {
   const InferModel im = InferModel::from_model(m);
   Engine e(im, nullptr);
   for (int64_t want : {INT64_MAX, INT64_MAX - 1, int64_t(1) << 62}) {
-    GenerationRequest r{{2, 3, 4}, {}};
+    GenerationRequest r;
+    r.prompt = {2, 3, 4};
     r.sampling.max_new_tokens = want;
     try {
       e.submit(r, [](const GenerationEvent&) {});
@@ -51,7 +52,8 @@ TEST(EngineLimits, AHugeClaimedContextIsLoweredToTheCacheBudget) {
   Engine e(im, nullptr, o);
   EXPECT_EQ(e.max_context(), (int64_t(1) << 20) / per_token);
   // The whole remaining context (what a chat request without max_tokens asks for) runs.
-  GenerationRequest r{{2, 3, 4}, {}};
+  GenerationRequest r;
+  r.prompt = {2, 3, 4};
   r.sampling.max_new_tokens = e.max_context() - 3;
   r.sampling.temperature = 0;
   r.sampling.ignore_eos = true;
