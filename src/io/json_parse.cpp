@@ -40,4 +40,14 @@ nlohmann::json parse_json(std::string_view text, int max_depth) {
   }
 }
 
+nlohmann::ordered_json parse_json_ordered(std::string_view text, int max_depth) {
+  if (const int64_t at = json_depth_violation(text, max_depth); at >= 0)
+    throw JsonError(fmt::format("JSON nested deeper than {} levels (at byte {})", max_depth, at));
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw JsonError(e.what());
+  }
+}
+
 }  // namespace zaya

@@ -26,4 +26,8 @@ int64_t json_depth_violation(std::string_view text, int max_depth = kMaxJsonDept
 // Parses `text` as one JSON document; throws JsonError.
 nlohmann::json parse_json(std::string_view text, int max_depth = kMaxJsonDepth);
 
+// The same, keeping every object's key order (chat messages, tools, schemas: a template's tojson
+// prints the keys in the order the client sent them).
+nlohmann::ordered_json parse_json_ordered(std::string_view text, int max_depth = kMaxJsonDepth);
+
 }  // namespace zaya
