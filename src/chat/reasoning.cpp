@@ -68,17 +68,22 @@ void ReasoningSplitter::process(bool final, Delta& out) {
     switch (phase_) {
       case Phase::Start: {
         // Leading whitespace, then "<think>" or not: undecided while what follows the whitespace
-        // is still a prefix of "<think>".
+        // is still a prefix of "<think>". The whitespace moves aside as it comes (a long run of
+        // it is not rescanned at every push).
         size_t at = 0;
         while (at < pending_.size() && is_space(pending_[at])) ++at;
-        const std::string_view rest = std::string_view(pending_).substr(at);
-        if (rest.starts_with(kOpen)) {
-          pending_.erase(0, at + kOpen.size());
+        lead_space_.append(pending_, 0, at);
+        pending_.erase(0, at);
+        if (pending_.starts_with(kOpen)) {
+          pending_.erase(0, kOpen.size());
+          lead_space_.clear();
           phase_ = Phase::Reasoning;
           saw_reasoning_ = true;
           continue;
         }
-        if (!final && kOpen.starts_with(rest)) return;  // "", "<", "<th", …: wait
+        if (!final && kOpen.starts_with(pending_)) return;  // "", "<", "<th", …: wait
+        pending_.insert(0, lead_space_);
+        lead_space_.clear();
         phase_ = starts_in_reasoning_ ? Phase::Reasoning : Phase::Content;
         continue;
       }

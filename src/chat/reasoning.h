@@ -60,6 +60,7 @@ class ReasoningSplitter {
   bool saw_reasoning_;
   bool drop_newlines_ = false;  // right after "</think>"
   std::string pending_;         // pushed, not yet decided
+  std::string lead_space_;      // Start: the whitespace before a possible "<think>"
 };
 
 }  // namespace zaya::chat

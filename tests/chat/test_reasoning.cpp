@@ -238,3 +238,22 @@ TEST(ReasoningSplitter, AnySplitEqualsTheWholeOutput) {
     }
   }
 }
+
+// Long outputs pushed a byte at a time stay linear (held text is never rescanned from its start):
+// quadratic work here would take minutes.
+TEST(ReasoningSplitter, LongRunsByteByByte) {
+  const std::string spaces(200'000, ' ');
+  for (bool think : {false, true}) {
+    ReasoningSplitter s(false);
+    Split out;
+    for (char c : spaces) {
+      const auto d = s.push(std::string_view(&c, 1));
+      out.reasoning += d.reasoning;
+      out.content += d.content;
+    }
+    const auto d = s.push(think ? "<think>x" : "y");
+    out.reasoning += d.reasoning + s.finish().reasoning;
+    out.content += d.content;
+    EXPECT_EQ(out, think ? (Split{"x", ""}) : (Split{"", spaces + "y"}));
+  }
+}

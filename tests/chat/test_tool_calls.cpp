@@ -438,3 +438,17 @@ TEST(ToolCallParser, AnySplitEqualsTheWholeOutput) {
   EXPECT_GT(calls, 100u);
   EXPECT_GT(raw, 30u);
 }
+
+// A long call and long content pushed a byte at a time stay linear.
+TEST(ToolCallParser, LongOutputsByteByByte) {
+  const std::string value(200'000, 'v');
+  const std::string text = std::string(100'000, ' ') + "\n" +
+                           call("get_weather", param("city", value)) + std::string(100'000, '\n');
+  ToolCallParser p(tools(), 3);
+  std::string content;
+  for (char c : text) content += p.push(std::string_view(&c, 1)).content;
+  content += p.finish().content;
+  EXPECT_EQ(content, std::string(100'000, ' '));
+  ASSERT_EQ(p.calls().size(), 1u);
+  EXPECT_EQ(p.calls()[0].arguments, R"({"city":")" + value + R"("})");
+}
