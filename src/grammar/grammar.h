@@ -34,7 +34,7 @@ namespace zaya::grammar {
 // More live parses than this at once: the grammar is too ambiguous to follow (accept throws).
 inline constexpr size_t kMaxStacks = 4096;
 // A grammar larger than this many elements is refused by GrammarBuilder::build.
-inline constexpr size_t kMaxElements = size_t(8) << 20;
+inline constexpr size_t kMaxElements = size_t(4) << 20;
 
 using ByteSet = std::array<uint64_t, 4>;  // bit b of word b/64: byte b is in the set
 

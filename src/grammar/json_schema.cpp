@@ -188,7 +188,13 @@ struct JsonSchemaCompiler::State {
     return ref(any_obj[kAnyJsonDepth]);
   }
 
-  Expr string_chars(int min, int max) { return repeat(char_e(), min, max); }
+  // Memoized: every property with the same bounds shares one chain of rules.
+  std::map<std::pair<int, int>, int> bounded;
+  Expr string_chars(int min, int max) {
+    auto [it, added] = bounded.emplace(std::pair{min, max}, -1);
+    if (added) it->second = b.add(name("chars"), repeat(char_e(), min, max));
+    return ref(it->second);
+  }
 
   Expr format_e(const std::string& f, const std::string& ptr) {
     const auto d = [](char lo, char hi) { return chars({{char32_t(lo), char32_t(hi)}}); };

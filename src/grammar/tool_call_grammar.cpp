@@ -36,7 +36,9 @@ class RawText {
     if (max < 0) {  // min then unbounded: min counted characters ending in any state
       return counted(min, min, [&](size_t j) { return text_from(j); });
     }
-    return counted(min, max, nullptr);
+    auto [it, added] = counted_.emplace(std::pair{min, max}, Expr{});
+    if (added) it->second = counted(min, max, nullptr);
+    return it->second;
   }
 
  private:
@@ -87,6 +89,7 @@ class RawText {
 
   GrammarBuilder& b_;
   std::vector<int> unbounded_;
+  std::map<std::pair<int, int>, Expr> counted_;  // the same bounds share their rules
 };
 
 }  // namespace
