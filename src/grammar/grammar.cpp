@@ -85,8 +85,7 @@ Expr trie(const std::vector<std::string>& s, size_t lo, size_t hi, size_t depth)
     size_t run = depth + 1;
     for (;;) {
       bool same = s[lo].size() > run;
-      for (size_t k = lo; same && k < end; ++k)
-        same = s[k].size() > run && s[k][run] == s[lo][run];
+      for (size_t k = lo; same && k < end; ++k) same = s[k].size() > run && s[k][run] == s[lo][run];
       if (!same) break;
       ++run;
     }
@@ -126,7 +125,9 @@ int utf8_len(char32_t c) {
 
 void utf8_encode(char32_t c, uint8_t* out) {
   switch (utf8_len(c)) {
-    case 1: out[0] = uint8_t(c); break;
+    case 1:
+      out[0] = uint8_t(c);
+      break;
     case 2:
       out[0] = uint8_t(0xC0 | (c >> 6));
       out[1] = uint8_t(0x80 | (c & 0x3F));
@@ -147,7 +148,8 @@ void utf8_encode(char32_t c, uint8_t* out) {
 // The byte-range sequences that encode exactly the code points [lo, hi] (all of one UTF-8
 // length): the range is split until each sequence position is one contiguous byte range (the
 // method of Russ Cox's utf8 ranges, as in RE2 and Rust's regex).
-void utf8_sequences(char32_t lo, char32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+void utf8_sequences(char32_t lo, char32_t hi,
+                    std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
   const int n = utf8_len(lo);
   for (int i = 1; i < n; ++i) {
     const char32_t m = (char32_t(1) << (6 * i)) - 1;
@@ -492,7 +494,9 @@ void Machine::expand(int32_t pos, int32_t parent, std::vector<int32_t>& out) {
            kMaxStacks);
     const Elem e = g.elems[p];
     switch (e.kind) {
-      case Kind::kBytes: out.push_back(intern_node(p, par)); break;
+      case Kind::kBytes:
+        out.push_back(intern_node(p, par));
+        break;
       case Kind::kRef: {
         const int32_t ret = g.elems[p + 1].kind == Kind::kEnd ? par : intern_node(p + 1, par);
         const auto& alts = g.alts[e.arg];

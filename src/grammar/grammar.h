@@ -42,16 +42,16 @@ using ByteSet = std::array<uint64_t, 4>;  // bit b of word b/64: byte b is in th
 struct Expr {
   enum class Kind { Bytes, Seq, Alt, Repeat, Ref };
   Kind kind = Kind::Seq;
-  ByteSet bytes{};          // Bytes
-  std::vector<Expr> items;  // Seq, Alt; Repeat: the one repeated item
-  int min = 0, max = -1;    // Repeat: max -1 = unbounded
-  int rule = -1;            // Ref
+  ByteSet bytes{};                    // Bytes
+  std::vector<Expr> items;            // Seq, Alt; Repeat: the one repeated item
+  int min = 0, max = -1;              // Repeat: max -1 = unbounded
+  int rule = -1;                      // Ref
   std::vector<std::string> literals;  // lit(), one_of_literals(): their texts (Grammar::literals)
 };
 
-Expr lit(std::string_view bytes);               // exactly these bytes ("" matches empty)
-Expr byte_set(const ByteSet& set);              // one byte of the set
-Expr byte_range(uint8_t lo, uint8_t hi);        // one byte in [lo, hi]
+Expr lit(std::string_view bytes);         // exactly these bytes ("" matches empty)
+Expr byte_set(const ByteSet& set);        // one byte of the set
+Expr byte_range(uint8_t lo, uint8_t hi);  // one byte in [lo, hi]
 // One UTF-8 encoded code point in one of the inclusive ranges (or, negated, in none of them);
 // surrogates (U+D800..U+DFFF) and values above U+10FFFF are never matched.
 Expr chars(std::vector<std::pair<char32_t, char32_t>> ranges, bool negated = false);

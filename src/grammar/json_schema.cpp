@@ -34,23 +34,36 @@ std::string child(const std::string& ptr, std::string_view key) {
 
 [[noreturn]] void unsupported(const std::string& ptr, std::string_view key,
                               const std::string& detail = "") {
-  refuse(ptr, fmt::format("'{}' is not supported{}", key, detail.empty() ? "" : " (" + detail + ")"));
+  refuse(ptr,
+         fmt::format("'{}' is not supported{}", key, detail.empty() ? "" : " (" + detail + ")"));
 }
 
 // Keywords that change which texts validate and that the grammar cannot enforce.
-const std::set<std::string, std::less<>> kRefused = {
-    "pattern",          "patternProperties", "not",          "if",
-    "then",             "else",              "dependentRequired", "dependentSchemas",
-    "dependencies",     "propertyNames",     "unevaluatedProperties", "unevaluatedItems",
-    "contains",         "minContains",       "maxContains",  "multipleOf",
-    "$dynamicRef",      "$recursiveRef",     "additionalItems"};
+const std::set<std::string, std::less<>> kRefused = {"pattern",
+                                                     "patternProperties",
+                                                     "not",
+                                                     "if",
+                                                     "then",
+                                                     "else",
+                                                     "dependentRequired",
+                                                     "dependentSchemas",
+                                                     "dependencies",
+                                                     "propertyNames",
+                                                     "unevaluatedProperties",
+                                                     "unevaluatedItems",
+                                                     "contains",
+                                                     "minContains",
+                                                     "maxContains",
+                                                     "multipleOf",
+                                                     "$dynamicRef",
+                                                     "$recursiveRef",
+                                                     "additionalItems"};
 
 // Keywords that only annotate; allowed beside $ref and the combinators.
 const std::set<std::string, std::less<>> kAnnotations = {
-    "title",   "description", "examples",  "default",          "$schema",
-    "$id",     "$comment",    "deprecated", "readOnly",        "writeOnly",
-    "$anchor", "$defs",       "definitions", "contentEncoding", "contentMediaType",
-    "$vocabulary"};
+    "title",       "description",     "examples",         "default",    "$schema", "$id",
+    "$comment",    "deprecated",      "readOnly",         "writeOnly",  "$anchor", "$defs",
+    "definitions", "contentEncoding", "contentMediaType", "$vocabulary"};
 
 const char* const kTypes[] = {"string", "number", "integer", "boolean", "null", "object", "array"};
 
@@ -157,9 +170,7 @@ struct JsonSchemaCompiler::State {
     return ref(nonneg_number);
   }
 
-  Expr scalar() {
-    return alt({string_e(), number_e(), lit("true"), lit("false"), lit("null")});
-  }
+  Expr scalar() { return alt({string_e(), number_e(), lit("true"), lit("false"), lit("null")}); }
 
   // Any value nested at most `depth` more levels.
   Expr any_e(int depth) {
@@ -174,13 +185,14 @@ struct JsonSchemaCompiler::State {
     }
     const Expr inner = any_e(depth - 1);
     const Expr member = seq({string_e(), colon(), inner});
-    any_obj[depth] = b.add("object" + std::to_string(depth),
-                           seq({lit("{"), opt(seq({member, repeat(seq({comma(), member}), 0)})),
-                                lit("}")}));
-    const int arr = b.add("array" + std::to_string(depth),
-                          seq({lit("["), opt(seq({inner, repeat(seq({comma(), inner}), 0)})),
-                               lit("]")}));
-    any[depth] = b.add("any" + std::to_string(depth), alt({ref(any_obj[depth]), ref(arr), scalar()}));
+    any_obj[depth] =
+        b.add("object" + std::to_string(depth),
+              seq({lit("{"), opt(seq({member, repeat(seq({comma(), member}), 0)})), lit("}")}));
+    const int arr =
+        b.add("array" + std::to_string(depth),
+              seq({lit("["), opt(seq({inner, repeat(seq({comma(), inner}), 0)})), lit("]")}));
+    any[depth] =
+        b.add("any" + std::to_string(depth), alt({ref(any_obj[depth]), ref(arr), scalar()}));
     return ref(any[depth]);
   }
   Expr any_object_e() {
@@ -201,21 +213,19 @@ struct JsonSchemaCompiler::State {
     auto date = [&] {
       // Day ranges by month; 29 February is left out (which years have it is not worth a
       // grammar: every text produced is still a valid date).
-      return seq({d('0', '9'), d('0', '9'), d('0', '9'), d('0', '9'), lit("-"),
-                  alt({seq({alt({seq({lit("0"), chars({{'1', '1'}, {'3', '3'}, {'5', '5'},
-                                                      {'7', '8'}})}),
-                                 seq({lit("1"), chars({{'0', '0'}, {'2', '2'}})})}),
-                            lit("-"),
-                            alt({seq({lit("0"), d('1', '9')}), seq({d('1', '2'), d('0', '9')}),
-                                 seq({lit("3"), d('0', '1')})})}),
-                       seq({alt({seq({lit("0"), chars({{'4', '4'}, {'6', '6'}, {'9', '9'}})}),
-                                 lit("11")}),
-                            lit("-"),
-                            alt({seq({lit("0"), d('1', '9')}), seq({d('1', '2'), d('0', '9')}),
-                                 lit("30")})}),
-                       seq({lit("02-"), alt({seq({lit("0"), d('1', '9')}),
-                                             seq({lit("1"), d('0', '9')}),
-                                             seq({lit("2"), d('0', '8')})})})})});
+      return seq(
+          {d('0', '9'), d('0', '9'), d('0', '9'), d('0', '9'), lit("-"),
+           alt({seq({alt({seq({lit("0"), chars({{'1', '1'}, {'3', '3'}, {'5', '5'}, {'7', '8'}})}),
+                          seq({lit("1"), chars({{'0', '0'}, {'2', '2'}})})}),
+                     lit("-"),
+                     alt({seq({lit("0"), d('1', '9')}), seq({d('1', '2'), d('0', '9')}),
+                          seq({lit("3"), d('0', '1')})})}),
+                seq({alt({seq({lit("0"), chars({{'4', '4'}, {'6', '6'}, {'9', '9'}})}), lit("11")}),
+                     lit("-"),
+                     alt({seq({lit("0"), d('1', '9')}), seq({d('1', '2'), d('0', '9')}),
+                          lit("30")})}),
+                seq({lit("02-"), alt({seq({lit("0"), d('1', '9')}), seq({lit("1"), d('0', '9')}),
+                                      seq({lit("2"), d('0', '8')})})})})});
     };
     auto time = [&] {
       const Expr hh = alt({seq({d('0', '1'), d('0', '9')}), seq({lit("2"), d('0', '3')})});
@@ -231,7 +241,8 @@ struct JsonSchemaCompiler::State {
       return seq({repeat(h, 8, 8), lit("-"), repeat(h, 4, 4), lit("-"), repeat(h, 4, 4), lit("-"),
                   repeat(h, 4, 4), lit("-"), repeat(h, 12, 12)});
     }
-    unsupported(ptr, "format", fmt::format("format '{}'; supported: date, time, date-time, uuid", f));
+    unsupported(ptr, "format",
+                fmt::format("format '{}'; supported: date, time, date-time, uuid", f));
   }
 
   // ---- schemas ----
@@ -314,7 +325,8 @@ struct JsonSchemaCompiler::State {
       if (it == s.end()) continue;
       only_annotations_beside(s, kw, ptr);
       const std::string p = child(ptr, kw);
-      if (!it->is_array() || it->empty()) refuse(p, fmt::format("'{}' must be a non-empty array", kw));
+      if (!it->is_array() || it->empty())
+        refuse(p, fmt::format("'{}' must be a non-empty array", kw));
       if (std::string_view(kw) == "allOf") {
         if (it->size() != 1) unsupported(ptr, "allOf", "with more than one schema");
         return compile((*it)[0], root, base, child(p, "0"), depth + 1);
@@ -354,11 +366,13 @@ struct JsonSchemaCompiler::State {
         take(s["const"]);
       } else {
         const json& e = s["enum"];
-        if (!e.is_array() || e.empty()) refuse(child(ptr, "enum"), "'enum' must be a non-empty array");
+        if (!e.is_array() || e.empty())
+          refuse(child(ptr, "enum"), "'enum' must be a non-empty array");
         for (const json& v : e) take(v);
       }
       if (texts.empty())
-        refuse(ptr, fmt::format("no value of '{}' has the schema's type", has("const") ? "const" : "enum"));
+        refuse(ptr, fmt::format("no value of '{}' has the schema's type",
+                                has("const") ? "const" : "enum"));
       return one_of_literals(std::move(texts));
     }
     if (types.empty()) {
@@ -370,7 +384,8 @@ struct JsonSchemaCompiler::State {
         types = {"array"};
       else if (has("minLength") || has("maxLength") || has("format"))
         types = {"string"};
-      else if (has("minimum") || has("maximum") || has("exclusiveMinimum") || has("exclusiveMaximum"))
+      else if (has("minimum") || has("maximum") || has("exclusiveMinimum") ||
+               has("exclusiveMaximum"))
         types = {"number"};
       else
         return any_e(kAnyJsonDepth);
@@ -402,7 +417,8 @@ struct JsonSchemaCompiler::State {
     const int64_t hi = count_keyword(s, "maxLength", ptr);
     if (auto it = s.find("format"); it != s.end()) {
       if (!it->is_string()) refuse(child(ptr, "format"), "'format' must be a string");
-      if (lo >= 0 || hi >= 0) unsupported(ptr, lo >= 0 ? "minLength" : "maxLength", "with 'format'");
+      if (lo >= 0 || hi >= 0)
+        unsupported(ptr, lo >= 0 ? "minLength" : "maxLength", "with 'format'");
       return seq({lit("\""), format_e(it->get<std::string>(), ptr), lit("\"")});
     }
     if (lo < 0 && hi < 0) return string_e();
@@ -465,7 +481,8 @@ struct JsonSchemaCompiler::State {
       if (!it->is_array()) refuse(child(ptr, "required"), "'required' must be an array of strings");
       static const json kAny = json::object();
       for (const json& r : *it) {
-        if (!r.is_string()) refuse(child(ptr, "required"), "'required' must be an array of strings");
+        if (!r.is_string())
+          refuse(child(ptr, "required"), "'required' must be an array of strings");
         const std::string n = r.get<std::string>();
         required.insert(n);
         if (std::find(names.begin(), names.end(), n) == names.end()) {
@@ -492,8 +509,8 @@ struct JsonSchemaCompiler::State {
       if (max_p == 0) return lit("{}");
       const int lo = int(std::max<int64_t>(min_p, 0));
       const int hi = max_p < 0 ? -1 : int(std::min<int64_t>(max_p, kMaxBound));
-      Expr members = seq({member, repeat(seq({comma(), member}), std::max(lo - 1, 0),
-                                         hi < 0 ? -1 : hi - 1)});
+      Expr members =
+          seq({member, repeat(seq({comma(), member}), std::max(lo - 1, 0), hi < 0 ? -1 : hi - 1)});
       return seq({lit("{"), lo > 0 ? std::move(members) : opt(std::move(members)), lit("}")});
     }
     if (min_p > int64_t(required.size()))
@@ -529,12 +546,14 @@ struct JsonSchemaCompiler::State {
     auto prefix_of = [&](const json& a, const char* key) {
       if (!a.is_array()) refuse(child(ptr, key), fmt::format("'{}' must be an array", key));
       for (size_t i = 0; i < a.size(); ++i)
-        prefix.push_back(compile(a[i], root, base, child(child(ptr, key), std::to_string(i)), depth + 1));
+        prefix.push_back(
+            compile(a[i], root, base, child(child(ptr, key), std::to_string(i)), depth + 1));
     };
     if (auto it = s.find("prefixItems"); it != s.end()) prefix_of(*it, "prefixItems");
     if (auto it = s.find("items"); it != s.end()) {
       if (it->is_array()) {
-        if (s.contains("prefixItems")) unsupported(ptr, "items", "as an array beside 'prefixItems'");
+        if (s.contains("prefixItems"))
+          unsupported(ptr, "items", "as an array beside 'prefixItems'");
         prefix_of(*it, "items");  // draft 2019 tuples; additionalItems is refused
       } else if (it->is_boolean() && !it->get<bool>()) {
         more = false;

@@ -66,7 +66,7 @@ class Machine {
   std::shared_ptr<const Grammar::Impl> g_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> node_ids_;
-  std::vector<int32_t> pool_;                        // the states' stack ids, back to back
+  std::vector<int32_t> pool_;                         // the states' stack ids, back to back
   std::vector<std::pair<uint32_t, uint32_t>> spans_;  // per state: offset and count in pool_
   std::unordered_map<std::string, int32_t> state_ids_;
   std::vector<int32_t> trans_;  // kDenseStates × 256, -2 = not computed yet

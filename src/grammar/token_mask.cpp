@@ -26,8 +26,9 @@ struct VocabIndex::Impl {
 namespace {
 
 bool all_whitespace(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(),
-                                   [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+  });
 }
 
 int hex(char c) {
@@ -47,14 +48,14 @@ VocabIndex::VocabIndex(const Tokenizer& tok) {
   const int32_t never[] = {tok.bos_id(), tok.pad_id(), tok.token_id("<unk>")};
   for (int32_t id = 0; id < n; ++id) {
     const std::string_view t = tok.token(id);
-    if (t.empty() || std::find(std::begin(never), std::end(never), id) != std::end(never))
-      continue;
+    if (t.empty() || std::find(std::begin(never), std::end(never), id) != std::end(never)) continue;
     std::string b;
     if (tok.is_added(id)) {
       b = std::string(t);
       v->cls[id] = all_whitespace(b) ? TokenClass::Text : TokenClass::AddedText;
     } else {
-      if (t.size() == 6 && t.substr(0, 3) == "<0x" && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0) {
+      if (t.size() == 6 && t.substr(0, 3) == "<0x" && t[5] == '>' && hex(t[3]) >= 0 &&
+          hex(t[4]) >= 0) {
         b.assign(1, char(hex(t[3]) * 16 + hex(t[4])));
       } else {
         const int32_t one[] = {id};

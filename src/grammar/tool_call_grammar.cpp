@@ -29,7 +29,8 @@ class RawText {
       if (unbounded_.empty()) {
         for (size_t k = 0; k < kClose.size(); ++k) unbounded_.push_back(b_.declare("raw"));
         for (size_t k = 0; k < kClose.size(); ++k)
-          b_.define(unbounded_[k], alt({lit(""), next(k, [&](size_t j) { return unbounded_[j]; })}));
+          b_.define(unbounded_[k],
+                    alt({lit(""), next(k, [&](size_t j) { return unbounded_[j]; })}));
       }
       return ref(unbounded_[0]);
     }
@@ -138,10 +139,12 @@ Grammar zaya_tool_calls(const nlohmann::ordered_json& tools, std::string_view on
           }
         }
         if (ps.contains("properties")) {
-          if (!ps["properties"].is_object()) bad(pp + "/properties", "'properties' must be an object");
+          if (!ps["properties"].is_object())
+            bad(pp + "/properties", "'properties' must be an object");
           for (const auto& [arg, schema] : ps["properties"].items()) {
             if (arg.empty() || arg.find_first_of(">\n") != std::string::npos)
-              bad(pp + "/properties", fmt::format("the parameter name '{}' is empty or holds '>' or a newline", arg));
+              bad(pp + "/properties",
+                  fmt::format("the parameter name '{}' is empty or holds '>' or a newline", arg));
             const std::string sp = pp + "/properties/" + arg;
             names.push_back(arg);
             required.push_back(std::find(req.begin(), req.end(), arg) != req.end());
@@ -149,10 +152,12 @@ Grammar zaya_tool_calls(const nlohmann::ordered_json& tools, std::string_view on
               // Raw text: the keywords json_schema.cpp reads for strings.
               for (const char* k : {"pattern", "not", "allOf", "anyOf", "oneOf", "$ref"})
                 if (schema.contains(k))
-                  throw SchemaError(fmt::format("JSON schema at #{}: '{}' is not supported", sp, k));
+                  throw SchemaError(
+                      fmt::format("JSON schema at #{}: '{}' is not supported", sp, k));
               if (schema.contains("enum") || schema.contains("const")) {
                 std::vector<std::string> options;
-                const json list = schema.contains("const") ? json::array({schema["const"]}) : schema["enum"];
+                const json list =
+                    schema.contains("const") ? json::array({schema["const"]}) : schema["enum"];
                 if (!list.is_array()) bad(sp + "/enum", "'enum' must be an array");
                 for (const json& v : list)
                   if (v.is_string()) options.push_back(v.get<std::string>());
@@ -171,7 +176,9 @@ Grammar zaya_tool_calls(const nlohmann::ordered_json& tools, std::string_view on
                 };
                 const int64_t lo = count("minLength"), hi = count("maxLength");
                 if (lo > kMaxBound)
-                  throw SchemaError(fmt::format("JSON schema at #{}: 'minLength' is not supported (above {})", sp, kMaxBound));
+                  throw SchemaError(
+                      fmt::format("JSON schema at #{}: 'minLength' is not supported (above {})", sp,
+                                  kMaxBound));
                 if (hi >= 0 && lo > hi) bad(sp, "'minLength' is above 'maxLength'");
                 values.push_back(raw.text(int(std::max<int64_t>(lo, 0)),
                                           hi < 0 ? -1 : int(std::min<int64_t>(hi, kMaxBound))));
@@ -206,8 +213,9 @@ Grammar zaya_tool_calls(const nlohmann::ordered_json& tools, std::string_view on
     if (functions.empty())
       bad("", fmt::format("tool_choice names the function '{}', which is not among the tools",
                           only_name));
-    const int call = b.add("call", seq({lit("<zyphra_tool_call>\n<function="), alt(std::move(functions)),
-                                        lit("</function>\n</zyphra_tool_call>")}));
+    const int call =
+        b.add("call", seq({lit("<zyphra_tool_call>\n<function="), alt(std::move(functions)),
+                           lit("</function>\n</zyphra_tool_call>")}));
     return b.build(b.add("root", seq({ref(call), repeat(seq({lit("\n"), ref(call)}), 0)})));
   } catch (const SchemaError&) {
     throw;

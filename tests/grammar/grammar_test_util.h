@@ -58,8 +58,8 @@ inline const grammar::VocabIndex* gemma3_vocab() {
 
 // The Gemma 3 tokenizer is not an allowed skip reason (tests/test_skips.h): under
 // ZAYA_STRICT_SKIPS=1 a missing file fails, naming the script that fetches it.
-#define REQUIRE_GEMMA3_VOCAB()                                                             \
-  if (!::zaya::test::gemma3_vocab())                                                       \
+#define REQUIRE_GEMMA3_VOCAB()                                                          \
+  if (!::zaya::test::gemma3_vocab())                                                    \
   GTEST_SKIP() << "Gemma 3 tokenizer.json not found at " << ::zaya::test::gemma3_path() \
                << "; run scripts/fetch_gemma3_tokenizer.sh (scripts/setup.sh does)"
 
@@ -101,16 +101,16 @@ inline Walk random_walk(const grammar::VocabIndex& v, const grammar::Grammar& g,
       const std::string& b = v.bytes(id);
       (b.find_first_of("\"]},>") != std::string::npos ? closing : other).push_back(id);
     }
-    if (!ends.empty() && (other.empty() && closing.empty() || rng() % 2 == 0)) {
+    if (!ends.empty() && ((other.empty() && closing.empty()) || rng() % 2 == 0)) {
       w.finished = true;
       return w;
     }
     const std::vector<int32_t>& pool =
         !closing.empty() && (other.empty() || rng() % 2 == 0) ? closing : other;
     const int32_t id = pool[rng() % pool.size()];
-    EXPECT_TRUE(m.accept(v.bytes(id))) << "the mask allowed id " << id << " ("
-                                       << testing::PrintToString(v.bytes(id))
-                                       << ") which the matcher refuses after: " << w.text;
+    EXPECT_TRUE(m.accept(v.bytes(id)))
+        << "the mask allowed id " << id << " (" << testing::PrintToString(v.bytes(id))
+        << ") which the matcher refuses after: " << w.text;
     w.text += v.bytes(id);
   }
   return w;
@@ -208,7 +208,8 @@ inline std::string why_invalid(const ojson& v, const ojson& s, const ojson& root
     const ojson prefix = s.value("prefixItems", ojson::array());
     for (size_t i = 0; i < v.size(); ++i) {
       const ojson& sub = i < prefix.size() ? prefix[i] : s.value("items", ojson(true));
-      if (auto w = why_invalid(v[i], sub, root); !w.empty()) return "[" + std::to_string(i) + "] " + w;
+      if (auto w = why_invalid(v[i], sub, root); !w.empty())
+        return "[" + std::to_string(i) + "] " + w;
     }
     if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return "too few items";
     if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return "too many items";

@@ -103,7 +103,8 @@ TEST(Grammar, Utf8Classes) {
   // Every code point, encoded, against a class of a few ranges (the boundaries of each UTF-8
   // length included).
   const std::vector<std::pair<char32_t, char32_t>> ranges = {
-      {0x41, 0x5A}, {0x7F, 0x81}, {0x7FF, 0x800}, {0xFFFF, 0x10000}, {0x10FFFF, 0x10FFFF}, {0xD7FF, 0xE000}};
+      {0x41, 0x5A},      {0x7F, 0x81},         {0x7FF, 0x800},
+      {0xFFFF, 0x10000}, {0x10FFFF, 0x10FFFF}, {0xD7FF, 0xE000}};
   const Grammar in = single(chars(ranges)), out = single(chars(ranges, true));
   auto encode = [](char32_t c) {
     std::string s;
@@ -125,9 +126,10 @@ TEST(Grammar, Utf8Classes) {
     return s;
   };
   std::mt19937 rng(7);
-  std::vector<char32_t> probe = {0, 0x40, 0x41, 0x5A, 0x5B, 0x7E, 0x7F, 0x80, 0x81, 0x82, 0x7FE,
-                                 0x7FF, 0x800, 0x801, 0xD7FE, 0xD7FF, 0xE000, 0xE001, 0xFFFE,
-                                 0xFFFF, 0x10000, 0x10001, 0x10FFFE, 0x10FFFF};
+  std::vector<char32_t> probe = {0,      0x40,   0x41,    0x5A,    0x5B,     0x7E,
+                                 0x7F,   0x80,   0x81,    0x82,    0x7FE,    0x7FF,
+                                 0x800,  0x801,  0xD7FE,  0xD7FF,  0xE000,   0xE001,
+                                 0xFFFE, 0xFFFF, 0x10000, 0x10001, 0x10FFFE, 0x10FFFF};
   for (int i = 0; i < 2000; ++i) {
     char32_t c = rng() % 0x110000;
     if (c >= 0xD800 && c <= 0xDFFF) continue;
@@ -168,7 +170,8 @@ TEST(Grammar, RefusesLeftRecursionAndUndefinedRules) {
     b.build(a);
     FAIL() << "left recursion was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'list' is left-recursive"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'list' is left-recursive"), std::string::npos)
+        << e.what();
   }
   // Hidden behind a nullable prefix.
   GrammarBuilder c;
@@ -183,7 +186,8 @@ TEST(Grammar, RefusesLeftRecursionAndUndefinedRules) {
     d.build(root);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'missing' is declared but never defined"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'missing' is declared but never defined"),
+              std::string::npos);
   }
 }
 
@@ -192,7 +196,8 @@ TEST(Grammar, TooAmbiguousIsAnError) {
   // is a parse of its own.
   GrammarBuilder b;
   const int r = b.declare("r");
-  b.define(r, alt({seq({lit("a"), ref(r), lit("b")}), seq({lit("a"), ref(r), lit("c")}), lit("x")}));
+  b.define(r,
+           alt({seq({lit("a"), ref(r), lit("b")}), seq({lit("a"), ref(r), lit("c")}), lit("x")}));
   const Grammar g = b.build(r);
   Matcher m(g);
   EXPECT_TRUE(m.accept(std::string(10, 'a')));  // 1024 parses: fine

@@ -120,7 +120,9 @@ TEST(JsonSchema, AnyJsonObject) {
   std::mt19937 rng(5);
   for (int w = 0; w < 10; ++w) {
     const Walk walk = random_walk(toy_vocab(), g, eos, rng, 600);
-    if (walk.finished) EXPECT_TRUE(ojson::parse(walk.text).is_object()) << walk.text;
+    if (walk.finished) {
+      EXPECT_TRUE(ojson::parse(walk.text).is_object()) << walk.text;
+    }
   }
 }
 
@@ -134,7 +136,7 @@ TEST(JsonSchema, HandWrittenTexts) {
   EXPECT_FALSE(matches(person, R"({"name":"Ann","age":-1})"));   // minimum
   EXPECT_FALSE(matches(person, R"({"name":"Ann","age":41,"x":1})"));
   EXPECT_FALSE(matches(person, R"({"name":"0123456789abc","age":1})"));  // maxLength
-  EXPECT_FALSE(matches(person, R"({"name":"Ann",  "age":1})"));  // one space at most
+  EXPECT_FALSE(matches(person, R"({"name":"Ann",  "age":1})"));          // one space at most
   const Grammar opt = from_json_schema(ojson::parse(kSchemas[1]));
   EXPECT_TRUE(matches(opt, R"({"b":null,"d":""})"));
   EXPECT_TRUE(matches(opt, R"({"a":true,"b":null,"c":-7,"d":"xyz"})"));
@@ -147,9 +149,15 @@ TEST(JsonSchema, HandWrittenTexts) {
   EXPECT_TRUE(matches(len, "\"世界😀ab\""));
   EXPECT_FALSE(matches(len, R"("abcdefg")"));
   const Grammar fmt = from_json_schema(ojson::parse(kSchemas[7]));
-  EXPECT_TRUE(matches(fmt, R"({"d":"2024-12-31","t":"23:59:59Z","dt":"1999-01-01T00:00:00.5+05:30","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
-  EXPECT_FALSE(matches(fmt, R"({"d":"2024-02-30","t":"23:59:59Z","dt":"1999-01-01T00:00:00Z","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
-  EXPECT_FALSE(matches(fmt, R"({"d":"2024-12-31","t":"24:00:00Z","dt":"1999-01-01T00:00:00Z","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
+  EXPECT_TRUE(matches(
+      fmt,
+      R"({"d":"2024-12-31","t":"23:59:59Z","dt":"1999-01-01T00:00:00.5+05:30","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
+  EXPECT_FALSE(matches(
+      fmt,
+      R"({"d":"2024-02-30","t":"23:59:59Z","dt":"1999-01-01T00:00:00Z","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
+  EXPECT_FALSE(matches(
+      fmt,
+      R"({"d":"2024-12-31","t":"24:00:00Z","dt":"1999-01-01T00:00:00Z","u":"0f8fad5b-d9cb-469f-a165-70867728950e"})"));
   const Grammar tuple = from_json_schema(ojson::parse(kSchemas[4]));
   EXPECT_TRUE(matches(tuple, R"(["ab"])"));
   EXPECT_TRUE(matches(tuple, R"(["ab", true])"));
@@ -175,8 +183,7 @@ TEST(JsonSchema, UnsupportedConstructsAreNamed) {
        {"'not'", "#/properties/a"}},
       {R"({"if":{"type":"string"},"then":{"maxLength":2}})", {"'if'"}},
       {R"({"type":"integer","multipleOf":3})", {"'multipleOf'"}},
-      {R"({"type":"array","items":{"type":"number","maximum":3}})",
-       {"'maximum'", "#/items"}},
+      {R"({"type":"array","items":{"type":"number","maximum":3}})", {"'maximum'", "#/items"}},
       {R"({"type":"array","uniqueItems":true})", {"'uniqueItems'"}},
       {R"({"type":"array","contains":{"type":"integer"}})", {"'contains'"}},
       {R"({"allOf":[{"type":"object"},{"required":["a"]}]})", {"'allOf'"}},

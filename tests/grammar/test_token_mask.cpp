@@ -46,10 +46,12 @@ std::vector<Grammar> grammars() {
           "n":{"type":"integer","minimum":-5,"maximum":300},"tags":{"type":"array",
           "items":{"enum":["a","bc",true]},"maxItems":3},"d":{"type":"string","format":"date"}},
           "required":["name","tags"]})")));
-  g.push_back(zaya_tool_calls(ojson::parse(
-      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+  g.push_back(zaya_tool_calls(
+      ojson::parse(
+          R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
           "properties":{"city":{"type":"string","maxLength":10},"days":{"type":"integer"}},
-          "required":["city"]}}}])"), ""));
+          "required":["city"]}}}])"),
+      ""));
   return g;
 }
 
@@ -121,7 +123,8 @@ TEST(TokenMask, EosRules) {
   // Logits beyond the vocabulary (a model's padded rows) are masked too.
   std::vector<float> logits(size_t(v.vocab_size()) + 16, 1.0f);
   mask_logits(v, Matcher(g), eos, logits);
-  for (size_t i = size_t(v.vocab_size()); i < logits.size(); ++i) EXPECT_TRUE(std::isinf(logits[i]));
+  for (size_t i = size_t(v.vocab_size()); i < logits.size(); ++i)
+    EXPECT_TRUE(std::isinf(logits[i]));
   EXPECT_EQ(logits[size_t(toy_tokenizer().token_id("a"))], 1.0f);  // allowed logits are kept
 }
 
@@ -152,9 +155,11 @@ TEST(TokenMask, MatchesBruteForceGemma3) {
   const int32_t eos[] = {1, 106};
   const std::vector<Grammar> gs = grammars();
   // A few states: the start, inside a string, after a key, inside a tool call's name.
-  const std::pair<int, const char*> states[] = {
-      {0, ""}, {0, R"({"key": "some te)"}, {1, R"({"name":"abc","n":)"},
-      {1, R"({"name":"abc","tags":["bc")"}, {2, "<zyphra_tool_call>\n<function=get_"}};
+  const std::pair<int, const char*> states[] = {{0, ""},
+                                                {0, R"({"key": "some te)"},
+                                                {1, R"({"name":"abc","n":)"},
+                                                {1, R"({"name":"abc","tags":["bc")"},
+                                                {2, "<zyphra_tool_call>\n<function=get_"}};
   for (const auto& [gi, prefix] : states) {
     Matcher m(gs[size_t(gi)]);
     ASSERT_TRUE(m.accept(prefix)) << prefix;

@@ -32,7 +32,8 @@ bool matches(const Grammar& g, std::string_view text) {
   return m.accept(text) && m.accepting();
 }
 
-std::string call(const std::string& name, const std::vector<std::pair<std::string, std::string>>& args) {
+std::string call(const std::string& name,
+                 const std::vector<std::pair<std::string, std::string>>& args) {
   std::string s = "<zyphra_tool_call>\n<function=" + name + ">\n";
   for (const auto& [k, v] : args) s += "<parameter=" + k + ">\n" + v + "\n</parameter>\n";
   return s + "</function>\n</zyphra_tool_call>";
@@ -105,8 +106,9 @@ TEST(ToolCallGrammar, HandWrittenCalls) {
   EXPECT_TRUE(matches(g, weather));
   EXPECT_TRUE(matches(g, call("now", {})));
   EXPECT_TRUE(matches(g, weather + "\n" + call("now", {})));
-  EXPECT_TRUE(matches(g, call("get_weather", {{"city", "a</b>\n<c"}, {"unit", "celsius"},
-                                              {"detail", R"({"hourly": true})"}})));
+  EXPECT_TRUE(matches(
+      g, call("get_weather",
+              {{"city", "a</b>\n<c"}, {"unit", "celsius"}, {"detail", R"({"hourly": true})"}})));
   EXPECT_TRUE(matches(g, call("note", {{"text", "buy milk"}, {"when", "2025-06-01"}})));
   EXPECT_FALSE(matches(g, call("get_weather", {{"days", "3"}})));                 // required city
   EXPECT_FALSE(matches(g, call("get_weather", {{"days", "3"}, {"city", "P"}})));  // order
@@ -135,7 +137,8 @@ TEST(ToolCallGrammar, UnboundedStringValues) {
       "body":{"type":"string","minLength":3}},"required":["path","body"]}}}])");
   const Grammar g = zaya_tool_calls(tools, "");
   const std::string code(20000, 'x');
-  EXPECT_TRUE(matches(g, call("write", {{"path", "a.html"}, {"body", "<p>" + code + "</p>\n</pa"}})));
+  EXPECT_TRUE(
+      matches(g, call("write", {{"path", "a.html"}, {"body", "<p>" + code + "</p>\n</pa"}})));
   EXPECT_FALSE(matches(g, call("write", {{"path", "a"}, {"body", "ab"}})));
   EXPECT_FALSE(matches(g, call("write", {{"path", "a"}, {"body", "abc</parameter>"}})));
   EXPECT_TRUE(matches(g, call("write", {{"path", "a"}, {"body", "abc</parameter"}})));
@@ -158,7 +161,9 @@ TEST(ToolCallGrammar, RandomWalksParseAndValidate) {
       ASSERT_FALSE(calls.empty());
       for (const Parsed& p : calls) {
         EXPECT_EQ(why_bad_call(p, tools), "") << walk.text;
-        if (*only) EXPECT_EQ(p.name, only);
+        if (*only) {
+          EXPECT_EQ(p.name, only);
+        }
       }
     }
     EXPECT_GE(finished, 6);
