@@ -76,12 +76,14 @@ int main(int argc, char** argv) {
       {"any object: start of a key", 1, R"({"a":1,)"},
       {"any object: mid-string", 1, R"({"a":"some te)"},
       {"tool call: start", 2, ""},
-      {"tool call: mid raw string", 2, "<zyphra_tool_call>\n<function=get_weather>\n"
-                                       "<parameter=city>\nSan Fr"},
+      {"tool call: mid raw string", 2,
+       "<zyphra_tool_call>\n<function=get_weather>\n"
+       "<parameter=city>\nSan Fr"},
   };
   auto make = [&](int which) {
-    return which == 0 ? from_json_schema(schema) : which == 1 ? any_json_object()
-                                                              : zaya_tool_calls(tools, "");
+    return which == 0   ? from_json_schema(schema)
+           : which == 1 ? any_json_object()
+                        : zaya_tool_calls(tools, "");
   };
   std::printf("\n%-30s %10s %10s %9s\n", "state", "cold ms", "warm ms", "allowed");
   for (const Case& c : cases) {

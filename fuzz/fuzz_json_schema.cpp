@@ -14,9 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zaya::fuzz::expect_clean([&] {
     (void)zaya::parse_json(text);  // the depth limit and the number checks, as the server reads
     const auto schema = nlohmann::ordered_json::parse(text);
-    const zaya::grammar::Grammar g = schema.is_array()
-                                         ? zaya::grammar::zaya_tool_calls(schema, "")
-                                         : zaya::grammar::from_json_schema(schema);
+    const zaya::grammar::Grammar g = schema.is_array() ? zaya::grammar::zaya_tool_calls(schema, "")
+                                                       : zaya::grammar::from_json_schema(schema);
     zaya::grammar::Matcher m(g);
     for (size_t i = 0; i < std::min<size_t>(size, 64); ++i)
       if (!m.accept(text.substr(i, 1))) break;

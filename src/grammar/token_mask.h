@@ -37,7 +37,7 @@ class VocabIndex {
  public:
   enum class TokenClass : uint8_t { Text, AddedText, Never };
 
-  explicit VocabIndex(const Tokenizer& tok);  // built once per model (~0.5 s for Gemma 3)
+  explicit VocabIndex(const Tokenizer& tok);  // built once per model
   int64_t vocab_size() const;
   const std::string& bytes(int32_t id) const;  // "" for a Never id
   TokenClass token_class(int32_t id) const;
