@@ -13,7 +13,7 @@ packages=(
   libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   libopenmpi-dev openmpi-bin libcpp-httplib-dev nodejs
-  bible-kjv curl librsvg2-bin
+  bible-kjv curl librsvg2-bin tmux openssl
 )
 if [ "${ZAYA_HIP:-0}" = 1 ]; then
   packages+=(hipcc libamdhip64-dev rocm-device-libs libomp-15-dev)

@@ -17,6 +17,7 @@
 
 #include "checkpoint/model_path.h"
 #include "cli/commands.h"
+#include "cli/sampling_flags.h"
 #include "core/assert.h"
 #include "core/log.h"
 #include "core/timer.h"
@@ -31,7 +32,8 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, prompt_ids, tokenizer;
-  SamplingParams sampling;
+  SamplingFlags flags;  // --temperature … (sampling_flags.h); flags.values holds the others
+  SamplingParams& sampling = flags.values;
   int64_t num_samples = 1, max_batch = 8, max_context = 0;
   bool max_new_tokens_given = false;  // --max-new-tokens on the command line (else: what fits)
   bool ids = false, no_bos = false, quiet = false, bf16 = false, echo = false;
@@ -65,6 +67,8 @@ int run_generate(GenerateArgs& a) {
   const ModelPath mp = resolve_model_path(a.model);
   if (const std::string line = model_path_line(mp); !line.empty()) log_info("generate: {}", line);
   const ModelExtras extras = read_model_extras(mp.dir);
+  a.sampling = resolve_sampling(a.flags, default_sampling(extras));
+  a.sampling.validate();
 
   // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out. Read before
   // the weights, so that a missing one costs no load.
@@ -118,7 +122,7 @@ int run_generate(GenerateArgs& a) {
   EngineOptions eo;
   eo.max_batch = a.max_batch;
   eo.max_context = ctx.tokens;
-  eo.eos_ids = eos_ids(c, extras);
+  eo.eos_ids = eos_ids(c, extras, tok.get());
   Engine engine(model, tok.get(), eo);
   const int64_t N = a.num_samples;
   std::vector<std::string> texts(static_cast<size_t>(N));
@@ -198,15 +202,7 @@ Action add_generate_command(CLI::App& app) {
                   "prompt + generated tokens at most (default: the trained context; up to "
                   "max_position_embeddings)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
-  sub->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
-  sub->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens (0 = off)")
-      ->capture_default_str();
-  sub->add_option("--top-p", a->sampling.top_p, "nucleus mass (1 = off)")->capture_default_str();
-  sub->add_option("--min-p", a->sampling.min_p, "drop tokens below min-p × the top probability")
-      ->capture_default_str();
-  sub->add_option("--repetition-penalty", a->sampling.repetition_penalty, "1 = off")
-      ->capture_default_str();
-  sub->add_option("--seed", a->sampling.seed, "sampling seed")->capture_default_str();
+  add_sampling_options(sub, a->flags);
   sub->add_option("--stop", a->sampling.stop, "stop string (repeatable; not printed)");
   sub->add_option("--num-samples", a->num_samples, "samples decoded together, seeds S, S+1, …")
       ->capture_default_str()

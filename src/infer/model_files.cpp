@@ -82,11 +82,20 @@ int32_t checked_id(const ZayaConfig& c, int64_t id, const std::string& file, con
 
 }  // namespace
 
-std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x) {
-  if (x.eos_token_ids.empty()) return {int32_t(c.eos_token_id)};
+std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x, const Tokenizer* tok) {
   std::vector<int32_t> ids;
+  if (x.eos_token_ids.empty()) ids.push_back(int32_t(c.eos_token_id));
   for (int64_t id : x.eos_token_ids)
     ids.push_back(checked_id(c, id, x.generation_config, "eos_token_id"));
+  if (tok) {
+    // The tokenizer's end-of-text tokens where the model has them: a chat model converted with
+    // eos 1 still stops at its turn end.
+    for (const std::string& text : {x.eos_token, std::string("<eos>"), std::string("<|im_end|>")}) {
+      const int32_t id = text.empty() ? -1 : tok->token_id(text);
+      if (id >= 0 && id < c.vocab_size && std::find(ids.begin(), ids.end(), id) == ids.end())
+        ids.push_back(id);
+    }
+  }
   return ids;
 }
 
@@ -102,6 +111,17 @@ int32_t bos_id(const ZayaConfig& c, const ModelExtras& x, const Tokenizer* tok) 
     return checked_id(c, id, x.tokenizer_config, "bos_token");
   }
   return tok->bos_id();
+}
+
+SamplingParams default_sampling(const ModelExtras& x) {
+  SamplingParams p;
+  if (x.temperature) p.temperature = *x.temperature;
+  if (x.top_p) p.top_p = *x.top_p;
+  if (x.top_k) p.top_k = *x.top_k;
+  if (x.min_p) p.min_p = *x.min_p;
+  if (x.repetition_penalty) p.repetition_penalty = *x.repetition_penalty;
+  if (x.do_sample == false) p.temperature = 0;  // transformers: do_sample false is greedy
+  return p;
 }
 
 }  // namespace zaya

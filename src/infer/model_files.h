@@ -7,12 +7,15 @@
 //     model never saw those positions) but never past max_position_embeddings;
 //   - the special ids: generation stops at generation_config.json's eos_token_id (one or a list),
 //     else config.json's; a text prompt starts with generation_config.json's bos_token_id, else
-//     tokenizer_config.json's bos_token, else the tokenizer's "<bos>".
+//     tokenizer_config.json's bos_token, else the tokenizer's "<bos>";
+//   - the sampling defaults: generation_config.json's temperature, top_p, top_k, min_p and
+//     repetition_penalty (do_sample false: greedy), which a flag or a request overrides.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "infer/sampler.h"
 #include "io/model_extras.h"
 #include "io/zaya_config.h"
 
@@ -45,11 +48,18 @@ struct ContextLimit {
 // `requested` exceeds max_position_embeddings (naming both).
 ContextLimit choose_context(const ZayaConfig& c, const ModelExtras& x, int64_t requested);
 
-// The ids generation stops at. Throws zaya::Error naming generation_config.json for an id outside
-// the model's vocabulary.
-std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x);
+// The ids generation stops at: generation_config.json's eos_token_id (one or a list), else
+// config.json's; plus, given the tokenizer, the ids of tokenizer_config.json's eos_token, "<eos>"
+// and "<|im_end|>" where the vocabulary has them. Throws zaya::Error naming generation_config.json
+// for an id outside the model's vocabulary.
+std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x,
+                             const Tokenizer* tok = nullptr);
 // The id a text prompt starts with (-1: none). `tok` may be null (then only the generation
 // config's id counts). Throws zaya::Error naming the file for an id outside the vocabulary.
 int32_t bos_id(const ZayaConfig& c, const ModelExtras& x, const Tokenizer* tok);
+
+// SamplingParams' defaults with generation_config.json's sampling fields in place (see the top of
+// this file): what a command or request starts from before its own flags or fields.
+SamplingParams default_sampling(const ModelExtras& x);
 
 }  // namespace zaya

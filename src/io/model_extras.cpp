@@ -55,6 +55,14 @@ std::string token_text(const std::string& path, const char* key, const json& v) 
        path, key, v.dump());
 }
 
+// A sampling field: a finite number in [lo, hi].
+double number_in(const std::string& path, const char* key, const json& v, double lo, double hi) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
+      v.get<double>() > hi)
+    fail("{}: {} must be a number from {} to {}, got {}", path, key, lo, hi, v.dump());
+  return v.get<double>();
+}
+
 }  // namespace
 
 void read_tokenizer_config(const std::string& path, ModelExtras& x) {
@@ -93,6 +101,27 @@ void read_generation_config(const std::string& path, ModelExtras& x) {
     } else {
       x.eos_token_ids.push_back(token_id(path, "eos_token_id", v));
     }
+  }
+  if (present(j, "do_sample")) {
+    if (!j["do_sample"].is_boolean())
+      fail("{}: do_sample must be true or false, got {}", path, j["do_sample"].dump());
+    x.do_sample = j["do_sample"].get<bool>();
+  }
+  // The ranges transformers accepts (temperature 0 is its "greedy" too).
+  if (present(j, "temperature"))
+    x.temperature = number_in(path, "temperature", j["temperature"], 0, 1e6);
+  if (present(j, "top_p")) {
+    x.top_p = number_in(path, "top_p", j["top_p"], 0, 1);
+    if (*x.top_p == 0) fail("{}: top_p must be above 0 (1 = off), got 0", path);
+  }
+  if (present(j, "min_p")) x.min_p = number_in(path, "min_p", j["min_p"], 0, 1);
+  if (present(j, "repetition_penalty"))
+    x.repetition_penalty =
+        number_in(path, "repetition_penalty", j["repetition_penalty"], 1e-6, 1e6);
+  if (present(j, "top_k")) {
+    const double k = number_in(path, "top_k", j["top_k"], 0, double(INT32_MAX));
+    if (std::floor(k) != k) fail("{}: top_k must be an integer, got {}", path, j["top_k"].dump());
+    x.top_k = int64_t(k);
   }
 }
 

@@ -4,12 +4,14 @@
 //                           special tokens' text (bos_token, eos_token: a string, or transformers'
 //                           {"content": "..."} object)
 //   generation_config.json  bos_token_id, eos_token_id (an id or a list of ids: generation stops
-//                           at any of them)
+//                           at any of them); the sampling defaults do_sample, temperature, top_p,
+//                           top_k, min_p, repetition_penalty (transformers' GenerationConfig)
 // Both files and every field are optional; other fields are ignored. A file that is there must be
 // valid: malformed JSON or a field of the wrong type is a zaya::Error naming the file and the key
 // (a model that silently lost its context or its EOS would generate past both).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,10 @@ struct ModelExtras {
   std::string generation_config;
   int64_t bos_token_id = -1;           // -1: not given
   std::vector<int64_t> eos_token_ids;  // empty: not given
+  // Sampling defaults (unset: not given). do_sample false means greedy decoding.
+  std::optional<bool> do_sample;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
 };
 
 // Reads DIR/tokenizer_config.json and DIR/generation_config.json, each when present.

@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <string>
 
+#include "chat_model_dir.h"
 #include "data/tokenizer.h"
+#include "infer/infer_model.h"
 #include "infer/model_files.h"
 #include "infer/whole_model_dir.h"
 #include "test_util.h"
@@ -116,6 +118,59 @@ TEST(ModelFiles, SpecialIdsComeFromTheGenerationAndTokenizerConfigs) {
   const std::string msg = error_of([&] { eos_ids(c, x); });
   expect_contains(msg, "m/generation_config.json: eos_token_id 1024");
   expect_contains(msg, "vocabulary of 1024");
+}
+
+TEST(ModelFiles, TheStopSetAddsTheTokenizersEndTokens) {
+  const ZayaConfig c = tiny_config();
+  const Tokenizer tok =
+      Tokenizer::load(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy_tokenizer.json");
+  ModelExtras x;
+  x.eos_token_ids = {3};
+  const int32_t eos = tok.token_id("<eos>");
+  ASSERT_GE(eos, 0);
+  EXPECT_EQ(eos_ids(c, x, &tok), (std::vector<int32_t>{3, eos}));
+  // tokenizer_config.json's eos_token too, once each.
+  x.eos_token = std::string(tok.token(7));
+  x.eos_token_ids = {eos};
+  EXPECT_EQ(eos_ids(c, x, &tok), (std::vector<int32_t>{eos, 7}));
+}
+
+TEST(ModelFiles, SamplingDefaultsComeFromTheGenerationConfig) {
+  ModelExtras x;
+  const SamplingParams builtin;
+  SamplingParams p = default_sampling(x);
+  EXPECT_EQ(p.temperature, builtin.temperature);
+  EXPECT_EQ(p.top_p, builtin.top_p);
+  x.temperature = 0.6;
+  x.top_p = 0.95;
+  x.top_k = 20;
+  x.min_p = 0.05;
+  x.repetition_penalty = 1.2;
+  p = default_sampling(x);
+  EXPECT_EQ(p.temperature, 0.6);
+  EXPECT_EQ(p.top_p, 0.95);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_EQ(p.min_p, 0.05);
+  EXPECT_EQ(p.repetition_penalty, 1.2);
+  x.do_sample = false;  // greedy, whatever the temperature says
+  EXPECT_EQ(default_sampling(x).temperature, 0.0);
+}
+
+// The ZAYA1-8B-like directory (tests/chat_model_dir.h): sharded native weights load, generation
+// stops at <|im_end|> and <eos>, sampling starts from its generation config.
+TEST(ModelFiles, AZaya1ChatDirectoryGivesItsStopSetAndSampling) {
+  const std::string& dir = test::zaya_chat_model_dir();
+  if (dir.empty()) GTEST_SKIP() << test::gemma3_missing_message();
+  EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  const InferModel m = InferModel::load_dir(dir);
+  const ModelExtras x = read_model_extras(dir);
+  const Tokenizer tok = Tokenizer::load(find_tokenizer(dir, ""));
+  EXPECT_EQ(tok.token_id("<|im_end|>"), 106);
+  EXPECT_EQ(tok.token_id("<zyphra_tool_call>"), 101);
+  EXPECT_EQ(tok.encode("<|im_start|>user\nhi<|im_end|>").front(), 105);
+  EXPECT_EQ(eos_ids(m.config(), x, &tok), (std::vector<int32_t>{106, 1}));
+  EXPECT_EQ(default_sampling(x).top_p, 0.95);
+  EXPECT_EQ(choose_context(m.config(), x, 0).tokens, test::kZayaChatContext);
 }
 
 }  // namespace

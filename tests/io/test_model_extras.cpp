@@ -89,6 +89,32 @@ TEST(ModelExtras, MalformedFilesNameTheFileAndKey) {
   expect_gc(R"({"eos_token_id": 1e300})", {gc, "eos_token_id"});
   expect_gc(R"({"bos_token_id": 1.5})", {gc, "bos_token_id"});
   expect_gc(R"({"bos_token_id": 4294967296})", {gc, "bos_token_id"});
+  expect_gc(R"({"do_sample": "yes"})", {gc, "do_sample", "true or false"});
+  expect_gc(R"({"temperature": -1})", {gc, "temperature", "-1"});
+  expect_gc(R"({"top_p": 0})", {gc, "top_p", "above 0"});
+  expect_gc(R"({"top_p": 1.5})", {gc, "top_p"});
+  expect_gc(R"({"top_k": 2.5})", {gc, "top_k", "integer"});
+  expect_gc(R"({"min_p": "0.1"})", {gc, "min_p"});
+  expect_gc(R"({"repetition_penalty": 0})", {gc, "repetition_penalty"});
+}
+
+TEST(ModelExtras, ReadsTheSamplingDefaultsOfGenerationConfig) {
+  ScratchDir dir;
+  write(dir / "generation_config.json",
+        R"({"eos_token_id": [106, 1], "do_sample": true, "temperature": 0.6, "top_p": 0.95,
+            "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.1})");
+  const ModelExtras x = read_model_extras(dir.path);
+  EXPECT_EQ(x.eos_token_ids, (std::vector<int64_t>{106, 1}));
+  EXPECT_EQ(x.do_sample, true);
+  EXPECT_EQ(x.temperature, 0.6);
+  EXPECT_EQ(x.top_p, 0.95);
+  EXPECT_EQ(x.top_k, 20);
+  EXPECT_EQ(x.min_p, 0.0);
+  EXPECT_EQ(x.repetition_penalty, 1.1);
+  write(dir / "generation_config.json", R"({"temperature": null})");
+  const ModelExtras y = read_model_extras(dir.path);
+  EXPECT_FALSE(y.temperature.has_value());
+  EXPECT_FALSE(y.do_sample.has_value());
 }
 
 }  // namespace
