@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,6 +51,9 @@ struct ServeArgs {
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
   double request_timeout = 10;
+  // Sampling defaults over the model's (a request's fields override them); unset: the model's.
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
   bool bf16 = false, quiet = false;
 };
 
@@ -133,7 +137,7 @@ int run_serve(const ServeArgs& a) {
   EngineOptions eo;
   eo.max_batch = a.max_batch;
   eo.max_context = ctx.tokens;
-  eo.eos_ids = eos_ids(c, extras);
+  eo.eos_ids = eos_ids(c, extras, &tok);
   Engine engine(model, &tok, eo);
 
   openai::ServedModel served;
@@ -142,6 +146,20 @@ int run_serve(const ServeArgs& a) {
   served.vocab_size = c.vocab_size;
   served.tok = &tok;
   served.bos_id = bos_id(c, extras, &tok);
+  served.defaults = default_sampling(extras);
+  if (a.temperature) served.defaults.temperature = *a.temperature;
+  if (a.top_p) served.defaults.top_p = *a.top_p;
+  if (a.top_k) served.defaults.top_k = *a.top_k;
+  if (a.min_p) served.defaults.min_p = *a.min_p;
+  if (a.repetition_penalty) served.defaults.repetition_penalty = *a.repetition_penalty;
+  if (auto inv = served.defaults.check())
+    fail("serve: the sampling defaults (generation_config.json, then the flags) are invalid: {}",
+         inv->message);
+  log_info(
+      "serve: request defaults: temperature {} top_p {} top_k {} min_p {} "
+      "repetition_penalty {} (generation_config.json, then the sampling flags)",
+      served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
+      served.defaults.min_p, served.defaults.repetition_penalty);
 
   ServerOptions so;
   so.host = a.host;
@@ -241,6 +259,14 @@ Action add_serve_command(CLI::App& app) {
                   "file of keys, one per line (blank lines and #comments skipped), as --api-key");
   sub->add_option("--ssl-cert", a->ssl_cert, "serve HTTPS with this PEM certificate (chain)");
   sub->add_option("--ssl-key", a->ssl_key, "the PEM private key of --ssl-cert");
+  sub->add_option("--temperature", a->temperature,
+                  "default temperature of requests that give none (0 = greedy; default: the "
+                  "model's generation_config.json, else 1)");
+  sub->add_option("--top-p", a->top_p, "default top_p (default: the model's, else 1 = off)");
+  sub->add_option("--top-k", a->top_k, "default top_k (default: the model's, else 0 = off)");
+  sub->add_option("--min-p", a->min_p, "default min_p (default: the model's, else 0 = off)");
+  sub->add_option("--repetition-penalty", a->repetition_penalty,
+                  "default repetition_penalty (default: the model's, else 1 = off)");
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");
