@@ -155,11 +155,6 @@ int run_serve(const ServeArgs& a) {
   if (auto inv = served.defaults.check())
     fail("serve: the sampling defaults (generation_config.json, then the flags) are invalid: {}",
          inv->message);
-  log_info(
-      "serve: request defaults: temperature {} top_p {} top_k {} min_p {} "
-      "repetition_penalty {} (generation_config.json, then the sampling flags)",
-      served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
-      served.defaults.min_p, served.defaults.repetition_penalty);
 
   ServerOptions so;
   so.host = a.host;
@@ -174,6 +169,11 @@ int run_serve(const ServeArgs& a) {
   const int port = server.bind();  // before any log line: a port in use is the one line printed
   log_info("serve: context {} tokens ({}){}", engine.max_context(), ctx.source,
            engine.max_context() < ctx.tokens ? ", lowered to fit the cache" : "");
+  log_info(
+      "serve: request defaults: temperature {} top_p {} top_k {} min_p {} "
+      "repetition_penalty {} (generation_config.json, then the sampling flags)",
+      served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
+      served.defaults.min_p, served.defaults.repetition_penalty);
   if (keys.empty() && !loopback(a.host))
     fmt::print(stderr,
                "zaya: warning: listening on {} without --api-key: anyone who can reach port {} "
