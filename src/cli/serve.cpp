@@ -1,22 +1,28 @@
 // zaya serve --model M [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
-//            [--request-timeout SECONDS] [--quiet]
+//            [--request-timeout SECONDS] [--api-key KEY]... [--api-key-file FILE]
+//            [--ssl-cert FILE --ssl-key FILE] [--quiet]
 // The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
 // resolve_model_path takes; the tokenizer, the context and the special ids come from the model
 // directory (infer/model_files.h), the served name from its path (a run's name for a checkpoint's
 // model). Streams follow the rule of docs/cli.md: stdout carries one line, the result a script
 // waits for — printed once the server listens, with the real port (so --port 0 picks a free one):
-//   zaya serve: NAME (PARAMS params, DTYPE) on http://HOST:PORT — KV cache N bytes/token, max
+//   zaya serve: NAME (PARAMS params, DTYPE) on http[s]://HOST:PORT — KV cache N bytes/token, max
 //   batch B, context T
 // and stderr the logs: what was picked, the context's origin, one line per request (server.h);
 // --quiet drops the logs (warnings and errors stay).
 // SIGINT/SIGTERM: in-flight requests are cancelled, the listener closes, exit 0.
+// Access: --api-key / --api-key-file give the bearer keys every endpoint but /health requires
+// (server.h); without one, a --host beyond loopback gets a warning on stderr at start, since then
+// anyone who reaches the port may use it. --ssl-cert/--ssl-key serve HTTPS.
 #include <omp.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,10 +45,15 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", model_name, tokenizer;
+  std::vector<std::string> api_keys;
+  std::string api_key_file, ssl_cert, ssl_key;
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
   double request_timeout = 10;
+  // Sampling defaults over the model's (a request's fields override them); unset: the model's.
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
   bool bf16 = false, quiet = false;
 };
 
@@ -59,8 +70,55 @@ std::string short_count(int64_t n) {
   return std::to_string(n);
 }
 
+// A key must be sendable as `Authorization: Bearer KEY`: printable ASCII, no spaces.
+void check_key(const std::string& key, const std::string& where) {
+  if (key.empty()) fail("{}: an API key must not be empty", where);
+  for (unsigned char c : key)
+    if (c <= 0x20 || c >= 0x7f)
+      fail(
+          "{}: an API key must be printable ASCII without spaces (it is sent as "
+          "'Authorization: Bearer KEY'); this one holds byte 0x{:02x}",
+          where, c);
+}
+
+// --api-key-file: one key per line; blank lines and lines starting with '#' are skipped, spaces
+// around a key trimmed. A file with no key is an error (a server meant to be locked is not opened).
+std::vector<std::string> read_api_key_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("--api-key-file {}: cannot read it", path);
+  std::vector<std::string> keys;
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n) {
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    const size_t e = line.find_last_not_of(" \t\r");
+    const std::string key = line.substr(b, e - b + 1);
+    check_key(key, fmt::format("--api-key-file {} line {}", path, n));
+    keys.push_back(key);
+  }
+  if (keys.empty())
+    fail(
+        "--api-key-file {}: no key in it (one key per line; blank lines and #comments are "
+        "skipped)",
+        path);
+  return keys;
+}
+
+bool loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 int run_serve(const ServeArgs& a) {
   if (a.quiet) set_log_level(LogLevel::Quiet);
+  // Flags that need no model are checked first: a bad key file is one error line, at once.
+  std::vector<std::string> keys = a.api_keys;
+  for (const std::string& k : keys) check_key(k, "--api-key");
+  if (!a.api_key_file.empty())
+    for (std::string& k : read_api_key_file(a.api_key_file)) keys.push_back(std::move(k));
+  if (a.ssl_cert.empty() != a.ssl_key.empty())
+    fail("{} needs {} too (the certificate and its private key, PEM files)",
+         a.ssl_cert.empty() ? "--ssl-key" : "--ssl-cert",
+         a.ssl_cert.empty() ? "--ssl-cert" : "--ssl-key");
   const ModelPath mp = resolve_model_path(a.model);
   if (const std::string line = model_path_line(mp); !line.empty()) log_info("serve: {}", line);
   if (a.threads > 0) omp_set_num_threads(a.threads);
@@ -79,7 +137,7 @@ int run_serve(const ServeArgs& a) {
   EngineOptions eo;
   eo.max_batch = a.max_batch;
   eo.max_context = ctx.tokens;
-  eo.eos_ids = eos_ids(c, extras);
+  eo.eos_ids = eos_ids(c, extras, &tok);
   Engine engine(model, &tok, eo);
 
   openai::ServedModel served;
@@ -88,6 +146,15 @@ int run_serve(const ServeArgs& a) {
   served.vocab_size = c.vocab_size;
   served.tok = &tok;
   served.bos_id = bos_id(c, extras, &tok);
+  served.defaults = default_sampling(extras);
+  if (a.temperature) served.defaults.temperature = *a.temperature;
+  if (a.top_p) served.defaults.top_p = *a.top_p;
+  if (a.top_k) served.defaults.top_k = *a.top_k;
+  if (a.min_p) served.defaults.min_p = *a.min_p;
+  if (a.repetition_penalty) served.defaults.repetition_penalty = *a.repetition_penalty;
+  if (auto inv = served.defaults.check())
+    fail("serve: the sampling defaults (generation_config.json, then the flags) are invalid: {}",
+         inv->message);
 
   ServerOptions so;
   so.host = a.host;
@@ -95,10 +162,25 @@ int run_serve(const ServeArgs& a) {
   so.http_threads =
       a.http_threads > 0 ? a.http_threads : int(std::max<int64_t>(64, 2 * a.max_batch + 4));
   so.request_timeout = std::chrono::milliseconds(int64_t(a.request_timeout * 1000));
+  so.api_keys = keys;
+  so.ssl_cert = a.ssl_cert;
+  so.ssl_key = a.ssl_key;
   HttpServer server(engine, served, so);
   const int port = server.bind();  // before any log line: a port in use is the one line printed
   log_info("serve: context {} tokens ({}){}", engine.max_context(), ctx.source,
            engine.max_context() < ctx.tokens ? ", lowered to fit the cache" : "");
+  log_info(
+      "serve: request defaults: temperature {} top_p {} top_k {} min_p {} "
+      "repetition_penalty {} (generation_config.json, then the sampling flags)",
+      served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
+      served.defaults.min_p, served.defaults.repetition_penalty);
+  if (keys.empty() && !loopback(a.host))
+    fmt::print(stderr,
+               "zaya: warning: listening on {} without --api-key: anyone who can reach port {} "
+               "may use this server{}\n",
+               a.host, port, server.tls() ? "" : " (and the traffic is not encrypted: --ssl-cert)");
+  else if (!keys.empty())
+    log_info("serve: {} API key(s); every endpoint but /health requires one", keys.size());
 
   std::atomic<bool> engine_stop{false};
   std::thread engine_thread([&] { engine.run(engine_stop); });
@@ -118,10 +200,11 @@ int run_serve(const ServeArgs& a) {
 
   const ModelFacts f = model_facts(c, engine.max_context());
   print_result(
-      "zaya serve: {} ({} params, {}) on http://{}:{} — KV cache {} bytes/token, max batch {}, "
+      "zaya serve: {} ({} params, {}) on {}://{}:{} — KV cache {} bytes/token, max batch {}, "
       "context {}",
-      served.id, short_count(f.params_total), dtype_name(model.matrix_dtype()), a.host, port,
-      f.kv_values_per_token * int64_t(sizeof(float)), a.max_batch, engine.max_context());
+      served.id, short_count(f.params_total), dtype_name(model.matrix_dtype()),
+      server.tls() ? "https" : "http", a.host, port, f.kv_values_per_token * int64_t(sizeof(float)),
+      a.max_batch, engine.max_context());
 
   server.listen();
   listening_done.store(true);
@@ -168,6 +251,22 @@ Action add_serve_command(CLI::App& app) {
                   "cut off)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  sub->add_option("--api-key", a->api_keys,
+                  "require this key as 'Authorization: Bearer KEY' on every endpoint but /health "
+                  "(repeat for several keys)")
+      ->allow_extra_args(false);
+  sub->add_option("--api-key-file", a->api_key_file,
+                  "file of keys, one per line (blank lines and #comments skipped), as --api-key");
+  sub->add_option("--ssl-cert", a->ssl_cert, "serve HTTPS with this PEM certificate (chain)");
+  sub->add_option("--ssl-key", a->ssl_key, "the PEM private key of --ssl-cert");
+  sub->add_option("--temperature", a->temperature,
+                  "default temperature of requests that give none (0 = greedy; default: the "
+                  "model's generation_config.json, else 1)");
+  sub->add_option("--top-p", a->top_p, "default top_p (default: the model's, else 1 = off)");
+  sub->add_option("--top-k", a->top_k, "default top_k (default: the model's, else 0 = off)");
+  sub->add_option("--min-p", a->min_p, "default min_p (default: the model's, else 0 = off)");
+  sub->add_option("--repetition-penalty", a->repetition_penalty,
+                  "default repetition_penalty (default: the model's, else 1 = off)");
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");

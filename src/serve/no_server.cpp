@@ -15,6 +15,10 @@ HttpServer::HttpServer(Engine&, openai::ServedModel, ServerOptions) {
 
 HttpServer::~HttpServer() = default;
 
+bool HttpServer::tls() const {
+  return false;
+}
+
 int HttpServer::bind() {
   return 0;
 }

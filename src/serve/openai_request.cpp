@@ -103,8 +103,13 @@ std::string requested_model(const json& j) {
 }
 
 // Sampling fields shared by both endpoints; max_tokens is settled later against the prompt.
-SamplingParams parse_sampling(const json& j) {
+SamplingParams parse_sampling(const json& j, const ServedModel& m) {
   SamplingParams s;
+  s.temperature = m.defaults.temperature;
+  s.top_k = m.defaults.top_k;
+  s.top_p = m.defaults.top_p;
+  s.min_p = m.defaults.min_p;
+  s.repetition_penalty = m.defaults.repetition_penalty;
   if (auto v = get_number(j, "temperature")) s.temperature = *v;
   if (auto v = get_number(j, "top_p")) s.top_p = *v;
   if (auto v = get_integer(j, "top_k")) s.top_k = *v;
@@ -290,7 +295,7 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   r.model = requested_model(j);
   reject_unsupported(j, Endpoint::Completions);
   r.endpoint = Endpoint::Completions;
-  r.gen.sampling = parse_sampling(j);
+  r.gen.sampling = parse_sampling(j, m);
   r.gen.prompt = parse_prompt(j, m);
   finish_sampling(r, j, m, 16);
   return r;
@@ -302,7 +307,7 @@ ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   r.model = requested_model(j);
   reject_unsupported(j, Endpoint::Chat);
   r.endpoint = Endpoint::Chat;
-  r.gen.sampling = parse_sampling(j);
+  r.gen.sampling = parse_sampling(j, m);
   if (!present(j, "messages")) bad("messages", "'messages' is required");
   append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
   r.gen.sampling.stop.push_back(kChatStop);

@@ -11,8 +11,9 @@
 //         it, as llama.cpp's server does, so a client configured with another name still works;
 //         responses carry the served id), max_tokens (completions default 16, as OpenAI, or what
 //         fits; chat default: the rest of the context, which is the trained context unless the
-//         server was given another; chat also reads max_completion_tokens), temperature (default
-//         1), top_p, top_k, min_p, repetition_penalty, seed (default: random per request), stop
+//         server was given another; chat also reads max_completion_tokens), temperature, top_p,
+//         top_k, min_p, repetition_penalty (defaults: ServedModel::defaults, i.e. the model's
+//         generation_config.json and the server's flags), seed (default: random per request), stop
 //         (string or ≤ 4 strings), stream, stream_options.include_usage, ignore_eos;
 //         frequency_penalty / presence_penalty only 0 (use repetition_penalty); n / best_of only 1;
 //         echo only false; logprobs only null/false; logit_bias only empty; no tools.
@@ -60,6 +61,10 @@ struct ServedModel {
   // The id a text prompt starts with (infer/model_files.h: bos_id; -1 none); unset: the
   // tokenizer's "<bos>".
   std::optional<int32_t> bos_id = std::nullopt;
+  // What a request starts from before its own fields: generation_config.json's sampling fields
+  // (infer/model_files.h default_sampling) with `zaya serve`'s sampling flags in place. Only
+  // temperature, top_k, top_p, min_p and repetition_penalty are read from it.
+  SamplingParams defaults = {};
 };
 
 enum class Endpoint { Completions, Chat };

@@ -74,6 +74,7 @@ struct HttpServer::Impl {
   openai::ServedModel model;
   ServerOptions opt;
   GuardedHttpServer http;
+  ApiKeys keys;
   int64_t created = unix_now();
 
   mutable std::mutex mu;
@@ -86,7 +87,33 @@ struct HttpServer::Impl {
         model(std::move(m)),
         opt(std::move(o)),
         http(ConnectionLimits{std::max(1, opt.http_threads), opt.request_timeout,
-                              opt.keep_alive_timeout}) {}
+                              opt.keep_alive_timeout}),
+        keys(opt.api_keys) {}
+
+  // With keys: the request's bearer key, or a 401 (its message says what is wrong, never echoing
+  // what was sent). /health stays open, for load balancers and probes.
+  bool authorized(const httplib::Request& q, httplib::Response& r) const {
+    if (keys.empty() || q.path == "/health") return true;
+    std::string problem;
+    if (!q.has_header("Authorization")) {
+      problem =
+          "You didn't provide an API key: send it in an Authorization header using Bearer auth "
+          "(Authorization: Bearer YOUR_KEY)";
+    } else {
+      const BearerToken t = parse_bearer(q.get_header_value("Authorization"));
+      if (!t.ok)
+        problem = "Malformed Authorization header: " + t.problem +
+                  "; send Authorization: Bearer YOUR_KEY";
+      else if (!keys.matches(t.key))
+        problem =
+            "Incorrect API key provided. The key in the Authorization header is not one this "
+            "server accepts (its --api-key / --api-key-file)";
+    }
+    if (problem.empty()) return true;
+    r.set_header("WWW-Authenticate", "Bearer");
+    send_error(r, ApiError(401, problem, "", "invalid_api_key"));
+    return false;
+  }
 
   // Queues the request; on_event fills the channel. Returns the engine id.
   uint64_t submit(GenerationRequest gen, const std::shared_ptr<Channel>& ch) {
@@ -216,6 +243,10 @@ struct HttpServer::Impl {
   }
 
   void routes() {
+    http.set_pre_routing_handler([this](const httplib::Request& q, httplib::Response& r) {
+      return authorized(q, r) ? httplib::Server::HandlerResponse::Unhandled
+                              : httplib::Server::HandlerResponse::Handled;
+    });
     http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
       generate(q, r, Endpoint::Completions);
     });
@@ -324,6 +355,10 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(Engine& engine, openai::ServedModel model, ServerOptions opt)
     : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(opt))) {
   Impl& s = *impl_;
+  if (s.opt.ssl_cert.empty() != s.opt.ssl_key.empty())
+    fail("serve: --ssl-cert and --ssl-key go together (got only {})",
+         s.opt.ssl_cert.empty() ? "--ssl-key" : "--ssl-cert");
+  if (!s.opt.ssl_cert.empty()) s.http.use_tls(s.opt.ssl_cert, s.opt.ssl_key);
   s.http.set_keep_alive_timeout(std::max<time_t>(
       1, std::chrono::ceil<std::chrono::seconds>(s.opt.keep_alive_timeout).count()));
   s.http.set_payload_max_length(s.opt.max_body_bytes);
@@ -338,6 +373,10 @@ HttpServer::HttpServer(Engine& engine, openai::ServedModel model, ServerOptions 
 }
 
 HttpServer::~HttpServer() = default;
+
+bool HttpServer::tls() const {
+  return impl_->http.tls();
+}
 
 int HttpServer::bind() {
   // A write to a client that has gone away must fail with EPIPE, not kill the process.

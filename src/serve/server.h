@@ -3,9 +3,14 @@
 //   openai_response.h: shapes; a request naming another model is served by this one)
 //   GET  /v1/models, GET /v1/models/{id} (the served model; another id is 404), GET /health
 //   ({"status":"ok", "in_flight", and the engine's prompt_tokens / generated_tokens totals)
-// Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 404 unknown
-// route or model id, 405 wrong method, 413 body over the limit, 500 an internal failure; the
-// server keeps serving after each.
+// Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 401 no or a
+// wrong API key, 404 unknown route or model id, 405 wrong method, 413 body over the limit, 500 an
+// internal failure; the server keeps serving after each.
+//
+// Who may use it: with api_keys, every request but GET /health must carry
+// `Authorization: Bearer KEY` with one of them (http_guard.h: ApiKeys, constant-time); a missing,
+// malformed or wrong one is 401 (code "invalid_api_key", header WWW-Authenticate: Bearer), before
+// routing, so an unknown route is 401 too. With ssl_cert/ssl_key it speaks HTTPS only.
 //
 // Every request is logged on stderr (core/log.h, so `zaya serve --quiet` drops it) once its
 // response is sent — a stream's when it ends — as one line:
@@ -25,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "serve/openai_request.h"
 #include "serve/openai_response.h"
@@ -43,6 +49,8 @@ struct ServerOptions {
   // closed after keep_alive_timeout, or after 0.2 s while other connections wait for a thread.
   std::chrono::milliseconds request_timeout{10000};
   std::chrono::milliseconds keep_alive_timeout{5000};
+  std::vector<std::string> api_keys;  // empty: anyone who reaches the port may use it
+  std::string ssl_cert, ssl_key;      // PEM files; both set: HTTPS (http_guard.h: use_tls)
 };
 
 class HttpServer {
@@ -52,6 +60,8 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // HTTPS (ssl_cert and ssl_key were given and load; the constructor throws when they do not).
+  bool tls() const;
   // Binds the listening socket; returns the port. Throws zaya::Error when the address cannot be
   // bound (port in use, bad host).
   int bind();

@@ -2,6 +2,8 @@
 // defaults, and each rejection's status, param and code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
@@ -235,4 +237,42 @@ TEST(OpenAiParse, HostileRequestsAre400s) {
                   "", true);
   expect_rejected(R"({"messages":[{"role":"assistant","content":[{"type":"text","text":1}]}]})",
                   400, "messages[0].content", "", true);
+}
+
+// ServedModel::defaults (generation_config.json, then `zaya serve`'s flags) are what a request
+// without sampling fields gets; its own fields override them; seed, stop and max_tokens never come
+// from them.
+TEST(OpenAiParse, SamplingDefaultsComeFromTheServedModel) {
+  ServedModel m = served();
+  m.defaults.temperature = 0.6;
+  m.defaults.top_p = 0.95;
+  m.defaults.top_k = 20;
+  m.defaults.min_p = 0.05;
+  m.defaults.repetition_penalty = 1.1;
+  m.defaults.seed = 1234;
+  m.defaults.max_new_tokens = 5;
+  m.defaults.stop = {"never"};
+  for (bool chat : {false, true}) {
+    const std::string body = chat
+                                 ? R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})"
+                                 : R"({"prompt":"hi","max_tokens":2})";
+    const ParsedRequest r = chat ? parse_chat_request(body, m) : parse_completion_request(body, m);
+    EXPECT_EQ(r.gen.sampling.temperature, 0.6);
+    EXPECT_EQ(r.gen.sampling.top_p, 0.95);
+    EXPECT_EQ(r.gen.sampling.top_k, 20);
+    EXPECT_EQ(r.gen.sampling.min_p, 0.05);
+    EXPECT_EQ(r.gen.sampling.repetition_penalty, 1.1);
+    EXPECT_EQ(r.gen.sampling.max_new_tokens, 2);
+    EXPECT_EQ(std::count(r.gen.sampling.stop.begin(), r.gen.sampling.stop.end(), "never"), 0);
+  }
+  const ParsedRequest o = parse_completion_request(
+      R"({"prompt":"hi","temperature":0,"top_p":1,"top_k":0,"min_p":0,"repetition_penalty":1})", m);
+  EXPECT_EQ(o.gen.sampling.temperature, 0.0);
+  EXPECT_EQ(o.gen.sampling.top_p, 1.0);
+  EXPECT_EQ(o.gen.sampling.top_k, 0);
+  EXPECT_EQ(o.gen.sampling.min_p, 0.0);
+  EXPECT_EQ(o.gen.sampling.repetition_penalty, 1.0);
+  // Without a seed, each request draws its own (not the defaults' field).
+  EXPECT_NE(parse_completion_request(R"({"prompt":"hi"})", m).gen.sampling.seed,
+            parse_completion_request(R"({"prompt":"hi"})", m).gen.sampling.seed);
 }
