@@ -270,4 +270,12 @@ bool opens_reasoning(std::string_view prompt) {
   return close == std::string_view::npos || open > close;
 }
 
+std::vector<int32_t> prompt_ids(const ChatTemplate& t, const Tokenizer& tok, std::string_view text,
+                                int32_t bos) {
+  std::vector<int32_t> ids;
+  if (t.format == ChatFormat::Transcript && bos >= 0) ids.push_back(bos);
+  tok.encode(text, ids);
+  return ids;
+}
+
 }  // namespace zaya::chat

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/assert.h"
+#include "core/enum_words.h"
 #include "io/model_extras.h"
 #include "jinja/jinja.h"
 
@@ -43,6 +44,17 @@ struct ChatError : Error {
 };
 
 enum class ChatFormat { ModelTemplate, BuiltinChatML, Transcript };
+}  // namespace zaya::chat
+
+template <>
+struct zaya::EnumWords<zaya::chat::ChatFormat> {
+  static constexpr std::pair<zaya::chat::ChatFormat, std::string_view> words[] = {
+      {zaya::chat::ChatFormat::ModelTemplate, "model template"},
+      {zaya::chat::ChatFormat::BuiltinChatML, "built-in ChatML"},
+      {zaya::chat::ChatFormat::Transcript, "plain transcript"}};
+};
+
+namespace zaya::chat {
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::Transcript;
@@ -64,6 +76,13 @@ struct ChatTemplate {
 // The built-in ChatML template's source (tools in the system turn as Qwen2.5 / Hermes declare
 // them; enable_thinking false closes an empty <think> block in the generation prompt).
 std::string_view builtin_chatml_source();
+
+// The token ids the model reads for a rendered prompt: special tokens (<|im_start|>, …) as the
+// single ids they are (the tokenizer cuts added tokens out first). A template writes its own BOS
+// (bos_token), as transformers' chat rendering does; the Transcript gets `bos` prepended (-1:
+// none).
+std::vector<int32_t> prompt_ids(const ChatTemplate& t, const Tokenizer& tok, std::string_view text,
+                                int32_t bos);
 
 // True when `prompt` ends inside an open <think> (its last "<think>" is after its last "</think>").
 bool opens_reasoning(std::string_view prompt);

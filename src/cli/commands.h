@@ -45,6 +45,8 @@ Action add_tokenizer_train_command(CLI::App& app);
 Action add_data_command(CLI::App& app);
 Action add_train_command(CLI::App& app);
 Action add_generate_command(CLI::App& app);
+Action add_chat_command(CLI::App& app);
+Action add_template_command(CLI::App& app);
 Action add_serve_command(CLI::App& app);
 // `zaya preflight`: the per-rank health check `zaya supervise --preflight` launches.
 Action add_preflight_command(CLI::App& app);

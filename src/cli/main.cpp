@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_data_command);
   add(zaya::cli::add_train_command);
   add(zaya::cli::add_generate_command);
+  add(zaya::cli::add_chat_command);
+  add(zaya::cli::add_template_command);
   add(zaya::cli::add_serve_command);
   add(zaya::cli::add_bench_command);
   add(zaya::cli::add_preflight_command);
