@@ -167,7 +167,8 @@ Grammar zaya_tool_calls(const nlohmann::ordered_json& tools, std::string_view on
                 if (!schema["format"].is_string()) bad(sp + "/format", "'format' must be a string");
                 values.push_back(js.string_format(schema["format"].get<std::string>(), sp));
               } else {
-                auto count = [&](const char* k) -> int64_t {
+                // An init-capture: clang before 16 cannot capture a structured binding.
+                auto count = [&, &schema = schema](const char* k) -> int64_t {
                   if (!schema.contains(k)) return -1;
                   const json& v = schema[k];
                   if (!v.is_number_integer() || v.get<int64_t>() < 0)
