@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -69,19 +70,7 @@ json parse_object(std::string_view body) {
 // Fields we cannot honour: accepted at their neutral value, rejected otherwise (never silently
 // ignored, so a client never believes it got something it did not).
 void reject_unsupported(const json& j, Endpoint e) {
-  for (const char* k : {"frequency_penalty", "presence_penalty"})
-    if (auto v = get_number(j, k); v && *v != 0)
-      bad(k, fmt::format("'{}' is not supported (only 0); use 'repetition_penalty' (> 0, 1 = off)",
-                         k));
-  for (const char* k : {"n", "best_of"})
-    if (auto v = get_integer(j, k); v && *v != 1)
-      bad(k, fmt::format("'{}' must be 1: this server returns one choice per request", k));
   if (auto v = get_bool(j, "echo"); v && *v) bad("echo", "'echo' is not supported (only false)");
-  if (present(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>()))
-    bad("logprobs", "'logprobs' is not supported (only null or false)");
-  if (present(j, "top_logprobs")) bad("top_logprobs", "'top_logprobs' is not supported");
-  if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
-    bad("logit_bias", "'logit_bias' is not supported (only an empty object)");
   if (present(j, "suffix")) bad("suffix", "'suffix' is not supported");
   if (e == Endpoint::Chat)
     for (const char* k : {"tools", "functions", "tool_choice", "function_call"})
@@ -92,6 +81,93 @@ void reject_unsupported(const json& j, Endpoint e) {
     const json& rf = j["response_format"];
     if (!(rf.is_object() && rf.value("type", "") == "text"))
       bad("response_format", "'response_format' is not supported (only {\"type\": \"text\"})");
+  }
+}
+
+// n (1..kMaxChoices) and best_of (legacy completions: absent, or equal to n — no re-ranking).
+int parse_n(const json& j) {
+  int n = 1;
+  if (auto v = get_integer(j, "n")) {
+    if (*v < 1 || *v > kMaxChoices)
+      bad("n", fmt::format("'n' must be an integer in [1, {}], got {}", kMaxChoices, *v));
+    n = int(*v);
+  }
+  if (auto v = get_integer(j, "best_of"); v && *v != n)
+    bad("best_of", fmt::format("'best_of' must equal 'n' ({}): this server does not re-rank "
+                               "choices, got {}",
+                               n, *v));
+  return n;
+}
+
+// Logprobs: chat's `logprobs` (bool) + `top_logprobs` (0..20, needs logprobs), completions' legacy
+// `logprobs` (an integer 0..5: that many alternatives) → SamplingParams::top_logprobs.
+int parse_logprobs(const json& j, Endpoint e) {
+  if (e == Endpoint::Chat) {
+    const bool on = get_bool(j, "logprobs").value_or(false);
+    const std::optional<int64_t> top = get_integer(j, "top_logprobs");
+    if (top && (*top < 0 || *top > kMaxTopLogprobs))
+      bad("top_logprobs", fmt::format("'top_logprobs' must be an integer in [0, {}], got {}",
+                                      kMaxTopLogprobs, *top));
+    if (top && !on) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    return on ? int(top.value_or(0)) : -1;
+  }
+  if (!present(j, "logprobs")) return -1;
+  if (j["logprobs"].is_boolean())  // some clients send false for "off"
+    bad("logprobs",
+        "'logprobs' of /v1/completions is an integer (the number of alternatives, "
+        "0 to 5) or null");
+  const int64_t k = *get_integer(j, "logprobs");
+  if (k < 0 || k > kMaxCompletionLogprobs)
+    bad("logprobs",
+        fmt::format("'logprobs' must be an integer in [0, {}], got {}", kMaxCompletionLogprobs, k));
+  return int(k);
+}
+
+// A token id field (logit_bias keys, stop_token_ids): an integer in [0, vocab).
+int32_t token_id(int64_t id, const ServedModel& m, const char* param) {
+  if (id < 0 || id >= m.vocab_size)
+    bad(param, fmt::format("'{}': token id {} is outside the vocabulary [0, {})", param, id,
+                           m.vocab_size));
+  return int32_t(id);
+}
+
+// logit_bias {"ID": bias} and stop_token_ids [ID, …].
+void parse_token_controls(const json& j, const ServedModel& m, SamplingParams& s) {
+  if (present(j, "logit_bias")) {
+    const json& lb = j["logit_bias"];
+    if (!lb.is_object())
+      bad("logit_bias", "'logit_bias' must be an object of token id strings to biases");
+    if (lb.size() > kMaxLogitBias)
+      bad("logit_bias",
+          fmt::format("'logit_bias' takes at most {} entries, got {}", kMaxLogitBias, lb.size()));
+    for (const auto& [key, v] : lb.items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || key.empty())
+        bad("logit_bias", fmt::format("'logit_bias' keys are token ids (decimal strings), got "
+                                      "{}",
+                                      json(key).dump()));
+      if (!v.is_number())
+        bad("logit_bias",
+            fmt::format("'logit_bias' values are numbers in [-100, 100], got {}", v.dump()));
+      const double bias = v.get<double>();
+      if (!(bias >= -100 && bias <= 100))
+        bad("logit_bias",
+            fmt::format("'logit_bias' for token id {} must be in [-100, 100], got {}", id, bias));
+      s.logit_bias.emplace_back(token_id(id, m, "logit_bias"), float(bias));
+    }
+  }
+  if (present(j, "stop_token_ids")) {
+    const json& st = j["stop_token_ids"];
+    if (!st.is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    if (st.size() > kMaxStopTokenIds)
+      bad("stop_token_ids", fmt::format("'stop_token_ids' takes at most {} ids, got {}",
+                                        kMaxStopTokenIds, st.size()));
+    for (const json& x : st) {
+      if (!x.is_number_integer())
+        bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+      s.stop_ids.push_back(token_id(x.get<int64_t>(), m, "stop_token_ids"));
+    }
   }
 }
 
@@ -125,6 +201,8 @@ SamplingParams parse_sampling(const json& j, const ServedModel& m) {
                         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
   }
   if (auto v = get_bool(j, "ignore_eos")) s.ignore_eos = *v;
+  if (auto v = get_number(j, "frequency_penalty")) s.frequency_penalty = *v;
+  if (auto v = get_number(j, "presence_penalty")) s.presence_penalty = *v;
   if (present(j, "stop")) {
     const json& st = j["stop"];
     if (st.is_string()) {
@@ -181,6 +259,8 @@ void finish_sampling(ParsedRequest& r, const json& j, const ServedModel& m,
   if (auto inv = r.gen.sampling.check()) {
     std::string field = inv->field;
     if (field == "max_new_tokens") field = key;
+    if (field == "stop_ids") field = "stop_token_ids";
+    if (field == "top_logprobs" && r.endpoint == Endpoint::Completions) field = "logprobs";
     bad(field, inv->message);
   }
   if (auto v = get_bool(j, "stream")) r.stream = *v;
@@ -296,6 +376,9 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   reject_unsupported(j, Endpoint::Completions);
   r.endpoint = Endpoint::Completions;
   r.gen.sampling = parse_sampling(j, m);
+  r.gen.n = parse_n(j);
+  r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
+  parse_token_controls(j, m, r.gen.sampling);
   r.gen.prompt = parse_prompt(j, m);
   finish_sampling(r, j, m, 16);
   return r;
@@ -308,6 +391,9 @@ ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   reject_unsupported(j, Endpoint::Chat);
   r.endpoint = Endpoint::Chat;
   r.gen.sampling = parse_sampling(j, m);
+  r.gen.n = parse_n(j);
+  r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
+  parse_token_controls(j, m, r.gen.sampling);
   if (!present(j, "messages")) bad("messages", "'messages' is required");
   append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
   r.gen.sampling.stop.push_back(kChatStop);

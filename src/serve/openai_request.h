@@ -14,9 +14,13 @@
 //         server was given another; chat also reads max_completion_tokens), temperature, top_p,
 //         top_k, min_p, repetition_penalty (defaults: ServedModel::defaults, i.e. the model's
 //         generation_config.json and the server's flags), seed (default: random per request), stop
-//         (string or ≤ 4 strings), stream, stream_options.include_usage, ignore_eos;
-//         frequency_penalty / presence_penalty only 0 (use repetition_penalty); n / best_of only 1;
-//         echo only false; logprobs only null/false; logit_bias only empty; no tools.
+//         (string or ≤ 4 strings), stop_token_ids (vLLM's: ids that end a choice like EOS), stream,
+//         stream_options.include_usage, ignore_eos, frequency_penalty / presence_penalty
+//         ([-2, 2], OpenAI's), logit_bias ({"ID": bias in [-100, 100]}, ≤ 300 entries),
+//         n (1..8 choices; best_of absent or equal to n);
+//         logprobs — chat: `logprobs` true (+ `top_logprobs` 0..20); completions: the legacy
+//         integer 0..5 (that many alternatives) — the model's own distribution (engine.h);
+//         echo only false; no suffix; tools only on a model with a chat template.
 // A text prompt gets the model's BOS prepended (ServedModel::bos_id, as `zaya generate` does); a
 // prompt of token ids is used exactly as given.
 //
@@ -84,6 +88,12 @@ ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m);
 // The chat template above, as text (without <bos>; the parser prepends its id).
 std::string chat_prompt_text(const nlohmann::json& messages);
 inline constexpr const char* kChatStop = "\nUser:";
+
+inline constexpr int kMaxChoices = 8;             // n
+inline constexpr int kMaxTopLogprobs = 20;        // chat top_logprobs
+inline constexpr int kMaxCompletionLogprobs = 5;  // completions logprobs
+inline constexpr size_t kMaxLogitBias = 300;      // logit_bias entries (OpenAI's bound)
+inline constexpr size_t kMaxStopTokenIds = 64;    // stop_token_ids
 
 }  // namespace openai
 }  // namespace zaya
