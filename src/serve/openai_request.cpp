@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -10,9 +11,13 @@
 #include <optional>
 #include <random>
 
+#include "chat/chat_template.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
+#include "grammar/json_schema.h"
+#include "grammar/tool_call_grammar.h"
 #include "io/json_parse.h"
+#include "serve/constrained.h"
 
 namespace zaya::openai {
 
@@ -73,10 +78,23 @@ void reject_unsupported(const json& j, Endpoint e) {
   if (auto v = get_bool(j, "echo"); v && *v) bad("echo", "'echo' is not supported (only false)");
   if (present(j, "suffix")) bad("suffix", "'suffix' is not supported");
   if (e == Endpoint::Chat)
-    for (const char* k : {"tools", "functions", "tool_choice", "function_call"})
-      if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
-          !(j[k].is_string() && j[k] == "none"))
-        bad(k, fmt::format("'{}' is not supported: ZAYA1-base has no tool calling", k));
+    for (const char* k : {"functions", "function_call"})
+      if (present(j, k))
+        bad(k, fmt::format("'{}' is the deprecated form: use 'tools' and 'tool_choice'", k));
+}
+
+// What a model without a chat template (the plain transcript) cannot do.
+void reject_without_template(const json& j) {
+  for (const char* k : {"tools", "tool_choice"})
+    if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
+        !(j[k].is_string() && j[k] == "none"))
+      bad(k, fmt::format("'{}' is not supported: this model has no chat template, so no "
+                         "tool calling",
+                         k));
+}
+
+// response_format on /v1/completions: only text (structured output is a chat feature here).
+void reject_response_format(const json& j) {
   if (present(j, "response_format")) {
     const json& rf = j["response_format"];
     if (!(rf.is_object() && rf.value("type", "") == "text"))
@@ -374,6 +392,7 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   ParsedRequest r;
   r.model = requested_model(j);
   reject_unsupported(j, Endpoint::Completions);
+  reject_response_format(j);
   r.endpoint = Endpoint::Completions;
   r.gen.sampling = parse_sampling(j, m);
   r.gen.n = parse_n(j);
@@ -382,6 +401,159 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   r.gen.prompt = parse_prompt(j, m);
   finish_sampling(r, j, m, 16);
   return r;
+}
+
+using ojson = nlohmann::ordered_json;
+
+// tools: [{type: "function", function: {name, description?, parameters?}}] (names unique).
+void check_tools(const ojson& tools) {
+  if (!tools.is_array()) bad("tools", "'tools' must be an array of {type: \"function\", function}");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string where = fmt::format("tools[{}]", i);
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object())
+      bad("tools",
+          fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", where));
+    const ojson& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      bad("tools", fmt::format("'{}.function.name' must be a non-empty string", where));
+    if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+      bad("tools", fmt::format("'{}.function.parameters' must be a JSON Schema object", where));
+    const std::string name = f["name"];
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      bad("tools", fmt::format("'{}': the tool name '{}' is declared twice", where, name));
+    names.push_back(name);
+  }
+}
+
+enum class ToolChoice { None, Auto, Required, Named };
+
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name": N}}
+// (N declared). Default: auto with tools, none without.
+ToolChoice parse_tool_choice(const ojson& j, const ojson& tools, std::string& name) {
+  const bool have_tools = tools.is_array() && !tools.empty();
+  if (!j.contains("tool_choice") || j["tool_choice"].is_null())
+    return have_tools ? ToolChoice::Auto : ToolChoice::None;
+  const ojson& c = j["tool_choice"];
+  ToolChoice tc;
+  if (c.is_string() && c == "none") return ToolChoice::None;
+  if (c.is_string() && c == "auto") {
+    tc = ToolChoice::Auto;
+  } else if (c.is_string() && c == "required") {
+    tc = ToolChoice::Required;
+  } else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") &&
+             c["function"].is_object() && c["function"].contains("name") &&
+             c["function"]["name"].is_string()) {
+    tc = ToolChoice::Named;
+    name = c["function"]["name"];
+    bool declared = false;
+    for (const ojson& t : tools) declared = declared || t["function"]["name"] == name;
+    if (!declared)
+      bad("tool_choice", fmt::format("'tool_choice' names the function '{}', which 'tools' does "
+                                     "not declare",
+                                     name));
+  } else {
+    bad("tool_choice",
+        "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+        "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  if (!have_tools)
+    bad("tool_choice", "'tool_choice' other than \"none\" needs a non-empty 'tools' array");
+  return tc;
+}
+
+// response_format: text (nothing), json_object, json_schema {name, schema, strict}. Returns the
+// grammar, or null for text.
+std::shared_ptr<const grammar::Grammar> parse_response_format(const ojson& j) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return nullptr;
+  const ojson& rf = j["response_format"];
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    bad("response_format", "'response_format' must be an object with a string 'type'");
+  const std::string type = rf["type"];
+  if (type == "text") return nullptr;
+  if (type == "json_object") return std::make_shared<grammar::Grammar>(grammar::any_json_object());
+  if (type != "json_schema")
+    bad("response_format", fmt::format("'response_format.type' must be text, json_object or "
+                                       "json_schema, got '{}'",
+                                       type));
+  if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+    bad("response_format", "'response_format.json_schema' must be an object {name, schema}");
+  const ojson& js = rf["json_schema"];
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+    bad("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
+  try {
+    return std::make_shared<grammar::Grammar>(grammar::from_json_schema(js["schema"]));
+  } catch (const grammar::SchemaError& e) {
+    bad("response_format", fmt::format("'response_format.json_schema.schema': {}", e.what()));
+  }
+}
+
+// Chat through the model's template (chat/chat_template.h): the rendered prompt, tokenized with
+// its special tokens; the output plan (reasoning, tool calls) and any grammar constraint.
+void templated_chat(ParsedRequest& r, const json& j, std::string_view body, const ServedModel& m) {
+  const chat::ChatTemplate& tpl = *m.chat_template;
+  ojson oj;
+  try {
+    oj = parse_json_ordered(body);
+  } catch (const JsonError& e) {
+    bad("", fmt::format("the request body is not valid JSON ({})", e.what()));
+  }
+  ojson tools = nullptr;
+  if (oj.contains("tools") && !oj["tools"].is_null()) {
+    check_tools(oj["tools"]);
+    if (!oj["tools"].empty()) tools = oj["tools"];
+  }
+  std::string forced;
+  const ToolChoice tc = parse_tool_choice(oj, tools, forced);
+  if (tools.is_array() && tpl.format == chat::ChatFormat::Transcript)
+    bad("tools",
+        fmt::format("'tools' needs a chat template; this model has none ({})", tpl.origin));
+  ojson kwargs = m.chat_kwargs.is_object() ? m.chat_kwargs : ojson::object();
+  if (oj.contains("chat_template_kwargs") && !oj["chat_template_kwargs"].is_null()) {
+    if (!oj["chat_template_kwargs"].is_object())
+      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [k, v] : oj["chat_template_kwargs"].items()) kwargs[k] = v;
+  }
+  std::string text;
+  try {
+    text = tpl.render(oj["messages"], tools, true, kwargs);
+  } catch (const chat::ChatError& e) {
+    bad("messages", e.what());
+  }
+  // A template that writes the BOS text gets it from the tokenizer (special tokens are cut out
+  // first), so no second BOS is added; one that does not gets the model's BOS id, as a text
+  // prompt does.
+  const bool bos = tpl.bos_token.empty() || text.rfind(tpl.bos_token, 0) != 0;
+  append_text(r.gen.prompt, text, m, bos);
+  for (const std::string& s : tpl.stop_strings()) r.gen.sampling.stop.push_back(s);
+
+  r.chat.split_reasoning = tpl.format != chat::ChatFormat::Transcript;
+  r.chat.starts_in_reasoning = r.chat.split_reasoning && chat::opens_reasoning(text);
+  r.chat.parse_tools = tools.is_array() && tc != ToolChoice::None;
+  r.chat.tools = tools;
+  r.chat.tool_id_seed = splitmix64(r.gen.sampling.seed ^ 0x7001c411ULL);
+
+  std::shared_ptr<const grammar::Grammar> g = parse_response_format(oj);
+  if (tc == ToolChoice::Required || tc == ToolChoice::Named) {
+    if (g)
+      bad("response_format",
+          "'response_format' and a forced 'tool_choice' (required or a named "
+          "function) cannot be combined");
+    g = std::make_shared<grammar::Grammar>(grammar::zaya_tool_calls(tools, forced));
+  }
+  if (g) {
+    if (!m.vocab_index)
+      bad(tc == ToolChoice::Required || tc == ToolChoice::Named ? "tool_choice" : "response_format",
+          "structured output is not available on this server (no vocabulary index)");
+    r.gen.make_processor = [g, vocab = m.vocab_index, eos = m.eos_ids,
+                            after =
+                                r.chat.starts_in_reasoning]() -> std::unique_ptr<LogitsProcessor> {
+      return std::make_unique<GrammarProcessor>(*g, vocab(), eos, after);
+    };
+  }
+  (void)j;
 }
 
 ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
@@ -395,8 +567,14 @@ ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
   parse_token_controls(j, m, r.gen.sampling);
   if (!present(j, "messages")) bad("messages", "'messages' is required");
-  append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
-  r.gen.sampling.stop.push_back(kChatStop);
+  if (m.chat_template) {
+    templated_chat(r, j, body, m);
+  } else {
+    reject_without_template(j);
+    reject_response_format(j);
+    append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
+    r.gen.sampling.stop.push_back(kChatStop);
+  }
   finish_sampling(r, j, m, m.max_context);
   return r;
 }

@@ -30,6 +30,8 @@
 // reply usually starts with a space (the model continues "Assistant:").
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -37,10 +39,17 @@
 #include <string_view>
 
 #include "infer/engine.h"
+#include "serve/chat_output.h"
 
 namespace zaya {
 
 class Tokenizer;
+namespace chat {
+struct ChatTemplate;
+}
+namespace grammar {
+class VocabIndex;
+}
 
 namespace openai {
 
@@ -69,6 +78,16 @@ struct ServedModel {
   // (infer/model_files.h default_sampling) with `zaya serve`'s sampling flags in place. Only
   // temperature, top_k, top_p, min_p and repetition_penalty are read from it.
   SamplingParams defaults = {};
+  // Chat: the model's template (chat/chat_template.h), loaded once at start; null: the built-in
+  // plain transcript below (unit tests). chat_kwargs: the server's template variables
+  // (--reasoning off: enable_thinking false), under a request's chat_template_kwargs.
+  const chat::ChatTemplate* chat_template = nullptr;
+  nlohmann::ordered_json chat_kwargs = nlohmann::ordered_json::object();
+  // Structured output: the engine's stop ids (a grammar lets them through once its output is
+  // complete) and the vocabulary index, built on the first constrained request (empty: none,
+  // structured output is refused).
+  std::vector<int32_t> eos_ids = {};
+  std::function<std::shared_ptr<const grammar::VocabIndex>()> vocab_index = {};
 };
 
 enum class Endpoint { Completions, Chat };
@@ -79,6 +98,7 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: one last chunk carries usage
   std::string model;           // the "model" the client named ("" if none): logged, not checked
+  ChatOutputPlan chat;         // chat: how the answer is split and parsed (serve/chat_output.h)
 };
 
 // Throw ApiError (400 for malformed or invalid input).

@@ -11,12 +11,14 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "core/assert.h"
 #include "core/log.h"
 #include "infer/engine.h"
+#include "serve/chat_output.h"
 #include "serve/http_guard.h"
 
 namespace zaya {
@@ -79,6 +81,7 @@ void record_event(const GenerationEvent& ev) {
 // reasoning, content and tool calls, and its logprobs; kept whole for a non-streaming response.
 struct ChoiceOut {
   int index = 0;
+  std::optional<openai::ChatOutput> chat;  // chat: reasoning split, tool calls
   std::string text, reasoning;
   json logprobs = nullptr;
   int64_t offset = 0;  // completions' text_offset so far
@@ -184,7 +187,10 @@ struct HttpServer::Impl {
     const std::string rid = openai::new_response_id(e);
     const int64_t created_at = unix_now();
     auto outs = std::make_shared<std::vector<ChoiceOut>>(size_t(pr.gen.n));
-    for (int i = 0; i < pr.gen.n; ++i) (*outs)[size_t(i)].index = i;
+    for (int i = 0; i < pr.gen.n; ++i) {
+      (*outs)[size_t(i)].index = i;
+      if (e == Endpoint::Chat) (*outs)[size_t(i)].chat.emplace(pr.chat, i);
+    }
     const bool want_logprobs = pr.gen.sampling.top_logprobs >= 0;
     // The logprobs of an event, in the endpoint's shape (null when not asked for).
     auto event_logprobs = [this, e, want_logprobs](ChoiceOut& c, const GenerationEvent& ev) {
@@ -207,7 +213,12 @@ struct HttpServer::Impl {
           record_event(ev);
           if (ev.index < 0 || ev.index >= pr.gen.n) continue;
           ChoiceOut& c = (*outs)[size_t(ev.index)];
-          c.text += ev.text;
+          if (c.chat) {
+            c.chat->push(ev.text);
+            if (ev.done) c.chat->finish();
+          } else {
+            c.text += ev.text;
+          }
           openai::append_logprobs(c.logprobs, event_logprobs(c, ev));
           c.completion_tokens = ev.completion_tokens;
           prompt_tokens = ev.prompt_tokens;
@@ -223,8 +234,15 @@ struct HttpServer::Impl {
         openai::ChoiceResult r;
         r.index = c.index;
         r.text = std::move(c.text);
-        r.reasoning = std::move(c.reasoning);
         r.finish = c.finish;
+        if (c.chat) {
+          r.text = c.chat->content();
+          r.reasoning = c.chat->reasoning();
+          if (c.chat->has_tool_calls()) {
+            r.tool_calls = c.chat->tool_calls_json();
+            r.finish_tool_calls = c.finish == FinishReason::Stop;
+          }
+        }
         r.logprobs =
             want_logprobs && c.logprobs.is_null()
                 ? (e == Endpoint::Chat ? json{{"content", json::array()}}
@@ -277,21 +295,35 @@ struct HttpServer::Impl {
             c.completion_tokens = ev.completion_tokens;
             st->prompt_tokens = ev.prompt_tokens;
             const json lp = event_logprobs(c, ev);
-            if (!ev.text.empty() || !lp.is_null())
-              out += openai::sse_event(
-                  e == Endpoint::Chat
-                      ? openai::chat_chunk(rid, created_at, model.id, {{"content", ev.text}},
-                                           FinishReason::None, c.index, lp)
-                      : openai::completion_chunk(rid, created_at, model.id, ev.text,
-                                                 FinishReason::None, c.index, lp));
+            if (c.chat) {
+              // The event's text through the splitter and parser; at the end, what they held.
+              openai::ChatOutput::Delta d = c.chat->push(ev.text);
+              if (ev.done) {
+                openai::ChatOutput::Delta f = c.chat->finish();
+                d.reasoning += f.reasoning;
+                d.content += f.content;
+                for (auto& call : f.calls) d.calls.push_back(std::move(call));
+              }
+              if (!d.empty() || !lp.is_null()) {
+                json delta = openai::ChatOutput::delta_json(d);
+                if (delta.empty()) delta["content"] = "";
+                out += openai::sse_event(openai::chat_chunk(rid, created_at, model.id, delta,
+                                                            FinishReason::None, c.index, lp));
+              }
+            } else if (!ev.text.empty() || !lp.is_null()) {
+              out += openai::sse_event(openai::completion_chunk(rid, created_at, model.id, ev.text,
+                                                                FinishReason::None, c.index, lp));
+            }
             if (!ev.done) continue;
             c.done = true;
             c.finish = ev.finish_reason;
             out += openai::sse_event(
-                e == Endpoint::Chat ? openai::chat_chunk(rid, created_at, model.id, json::object(),
-                                                         ev.finish_reason, c.index)
-                                    : openai::completion_chunk(rid, created_at, model.id, "",
-                                                               ev.finish_reason, c.index));
+                c.chat ? openai::chat_chunk(
+                             rid, created_at, model.id, json::object(), ev.finish_reason, c.index,
+                             nullptr,
+                             c.chat->has_tool_calls() && ev.finish_reason == FinishReason::Stop)
+                       : openai::completion_chunk(rid, created_at, model.id, "", ev.finish_reason,
+                                                  c.index));
           }
           if (all_done && !st->finished) {
             if (include_usage) {
