@@ -2,6 +2,9 @@
 #include "serve/constrained.h"
 
 #include <algorithm>
+#include <limits>
+
+#include "core/assert.h"
 
 namespace zaya::openai {
 
@@ -17,20 +20,30 @@ bool all_space(std::string_view s) {
 GrammarProcessor::GrammarProcessor(const grammar::Grammar& g,
                                    std::shared_ptr<const grammar::VocabIndex> vocab,
                                    std::vector<int32_t> eos_ids, bool after_reasoning)
-    : matcher_(g), vocab_(std::move(vocab)), eos_(std::move(eos_ids)), waiting_(after_reasoning) {}
+    : matcher_(g),
+      vocab_(std::move(vocab)),
+      eos_(std::move(eos_ids)),
+      waiting_(after_reasoning),
+      leading_ws_(after_reasoning) {}
 
 void GrammarProcessor::apply(std::span<float> logits) {
   if (waiting_) return;
-  if (!leading_ws_) {
+  try {
+    if (!leading_ws_) {
+      grammar::mask_logits(*vocab_, matcher_, eos_, logits);
+      return;
+    }
+    // Before the answer starts, whitespace-only tokens stay as they were.
+    saved_.assign(logits.begin(), logits.end());
     grammar::mask_logits(*vocab_, matcher_, eos_, logits);
-    return;
+    const int64_t n = std::min<int64_t>(int64_t(logits.size()), vocab_->vocab_size());
+    for (int64_t id = 0; id < n; ++id)
+      if (all_space(vocab_->bytes(int32_t(id)))) logits[size_t(id)] = saved_[size_t(id)];
+  } catch (const Error&) {
+    // A grammar too ambiguous to follow (grammar.h: kMaxStacks): forbidding every id ends the
+    // choice (engine.h) rather than letting the error reach the engine thread.
+    std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
   }
-  // Before the answer starts, whitespace-only tokens stay as they were.
-  saved_.assign(logits.begin(), logits.end());
-  grammar::mask_logits(*vocab_, matcher_, eos_, logits);
-  const int64_t n = std::min<int64_t>(int64_t(logits.size()), vocab_->vocab_size());
-  for (int64_t id = 0; id < n; ++id)
-    if (all_space(vocab_->bytes(int32_t(id)))) logits[size_t(id)] = saved_[size_t(id)];
 }
 
 void GrammarProcessor::take(std::string_view bytes) {
@@ -40,7 +53,11 @@ void GrammarProcessor::take(std::string_view bytes) {
     bytes.remove_prefix(start);
     leading_ws_ = false;
   }
-  (void)matcher_.accept(bytes);  // the mask allowed it, so the grammar takes it
+  try {
+    (void)matcher_.accept(bytes);  // the mask allowed it, so the grammar takes it
+  } catch (const Error&) {
+    // Too ambiguous (see apply): the next apply throws again and ends the choice.
+  }
 }
 
 void GrammarProcessor::accept(int32_t id) {

@@ -4,8 +4,10 @@
 // the output is complete.
 // With reasoning open (the prompt ends inside <think>), the mask starts only once "</think>" has
 // been generated, as vLLM does with a reasoning parser: reasoning is free text, and whitespace
-// between "</think>" and the structured answer is let through. A model that never closes its
-// reasoning is never constrained.
+// between "</think>" and the structured answer is let through (the separator the model was trained
+// to write). A model that never closes its reasoning is never constrained. Without reasoning the
+// mask holds from the first token, with no leading whitespace (the grammar has none): a model
+// free to emit whitespace first could spin in it.
 #pragma once
 #include <memory>
 #include <span>
@@ -30,9 +32,9 @@ class GrammarProcessor final : public LogitsProcessor {
   grammar::Matcher matcher_;
   std::shared_ptr<const grammar::VocabIndex> vocab_;
   std::vector<int32_t> eos_;
-  bool waiting_;            // reasoning open: no mask until "</think>"
-  bool leading_ws_ = true;  // before the answer's first byte: whitespace goes unmasked
-  std::string tail_;        // waiting: the last bytes seen (to find "</think>" across tokens)
+  bool waiting_;      // reasoning open: no mask until "</think>"
+  bool leading_ws_;   // after reasoning, before the answer's first byte: whitespace free
+  std::string tail_;  // waiting: the last bytes seen (to find "</think>" across tokens)
   std::vector<float> saved_;
 };
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <optional>
 #include <random>
+#include <regex>
 
 #include "chat/chat_template.h"
 #include "core/rng.h"
@@ -281,6 +282,7 @@ void finish_sampling(ParsedRequest& r, const json& j, const ServedModel& m,
     if (field == "top_logprobs" && r.endpoint == Endpoint::Completions) field = "logprobs";
     bad(field, inv->message);
   }
+  if (auto v = get_bool(j, "return_tokens_as_token_ids")) r.tokens_as_ids = *v;
   if (auto v = get_bool(j, "stream")) r.stream = *v;
   if (present(j, "stream_options")) {
     const json& so = j["stream_options"];
@@ -405,6 +407,16 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
 
 using ojson = nlohmann::ordered_json;
 
+// The param of a message the template's validation refused: the "messages[I].FIELD" its message
+// starts with ("messages" when it names none), as the plain transcript's parser reports it.
+std::string message_param(std::string_view msg) {
+  static const std::regex at(R"(^'?(messages\[\d+\])(\.(role|content|tool_calls))?)");
+  std::cmatch mt;
+  if (!std::regex_search(msg.data(), msg.data() + msg.size(), mt, at)) return "messages";
+  if (mt[2].matched) return mt[1].str() + mt[2].str();
+  return mt[1].str() + (msg.find("'role'") != std::string_view::npos ? ".role" : "");
+}
+
 // tools: [{type: "function", function: {name, description?, parameters?}}] (names unique).
 void check_tools(const ojson& tools) {
   if (!tools.is_array()) bad("tools", "'tools' must be an array of {type: \"function\", function}");
@@ -520,13 +532,12 @@ void templated_chat(ParsedRequest& r, const json& j, std::string_view body, cons
   try {
     text = tpl.render(oj["messages"], tools, true, kwargs);
   } catch (const chat::ChatError& e) {
-    bad("messages", e.what());
+    bad(message_param(e.what()), e.what());
   }
-  // A template that writes the BOS text gets it from the tokenizer (special tokens are cut out
-  // first), so no second BOS is added; one that does not gets the model's BOS id, as a text
-  // prompt does.
-  const bool bos = tpl.bos_token.empty() || text.rfind(tpl.bos_token, 0) != 0;
-  append_text(r.gen.prompt, text, m, bos);
+  // A template writes whatever BOS its model wants (bos_token) itself, and its text is tokenized
+  // as transformers' apply_chat_template does it, with no special token added; only the plain
+  // transcript of a base model starts with the model's BOS id, as a text prompt does.
+  append_text(r.gen.prompt, text, m, tpl.format == chat::ChatFormat::Transcript);
   for (const std::string& s : tpl.stop_strings()) r.gen.sampling.stop.push_back(s);
 
   r.chat.split_reasoning = tpl.format != chat::ChatFormat::Transcript;

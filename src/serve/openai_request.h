@@ -5,8 +5,8 @@
 //
 // Requests (unknown fields are ignored, as OpenAI clients send extras):
 //   POST /v1/completions       prompt: "text" | [ids] | ["text"] | [[ids]] (exactly one prompt)
-//   POST /v1/chat/completions  messages: [{role: system|developer|user|assistant,
-//                                          content: "text" | [{type:"text", text}]}]
+//   POST /v1/chat/completions  messages: OpenAI messages (system, developer, user, assistant with
+//                              optional tool_calls, tool), rendered by the model's chat template
 //   both: model (optional, any string: the server has one model and serves every request with
 //         it, as llama.cpp's server does, so a client configured with another name still works;
 //         responses carry the served id), max_tokens (completions default 16, as OpenAI, or what
@@ -20,14 +20,25 @@
 //         n (1..8 choices; best_of absent or equal to n);
 //         logprobs — chat: `logprobs` true (+ `top_logprobs` 0..20); completions: the legacy
 //         integer 0..5 (that many alternatives) — the model's own distribution (engine.h);
-//         echo only false; no suffix; tools only on a model with a chat template.
+//         return_tokens_as_token_ids (vLLM's: logprobs name tokens "token_id:ID");
+//         echo only false; no suffix.
+//   chat: tools, tool_choice (none | auto | required | {type: function, function: {name}}),
+//         chat_template_kwargs (template variables over the server's: enable_thinking, …),
+//         response_format (text | json_object | json_schema {schema}); tools and a forced
+//         tool_choice need a chat template (not the plain transcript); a forced tool_choice and a
+//         json response_format are enforced by a grammar (serve/constrained.h), and a schema the
+//         grammar compiler does not support is a 400 naming the construct.
 // A text prompt gets the model's BOS prepended (ServedModel::bos_id, as `zaya generate` does); a
 // prompt of token ids is used exactly as given.
 //
-// Chat template (ZAYA1-base is a base model, so a plain transcript):
+// Chat rendering (ServedModel::chat_template, chat/chat_template.h): the model's template, or the
+// built-in ChatML one, tokenized with its special tokens and no BOS added (the template writes
+// the model's BOS itself when the model wants one); a model with no chat format gets the plain
+// transcript of a base model,
 //   <bos>System: {content}\n\nUser: {content}\n\nAssistant: {content}\n\n … Assistant:
-// with "\nUser:" always among the stop strings. "developer" messages are rendered as System. The
-// reply usually starts with a space (the model continues "Assistant:").
+// with "\nUser:" always among the stop strings ("developer" messages are rendered as System; the
+// reply usually starts with a space, as the model continues "Assistant:"). Without a
+// chat_template (unit tests) the parser renders that transcript itself.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -99,6 +110,7 @@ struct ParsedRequest {
   bool include_usage = false;  // stream_options.include_usage: one last chunk carries usage
   std::string model;           // the "model" the client named ("" if none): logged, not checked
   ChatOutputPlan chat;         // chat: how the answer is split and parsed (serve/chat_output.h)
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs name tokens "token_id:ID"
 };
 
 // Throw ApiError (400 for malformed or invalid input).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <random>
 
 #include "core/rng.h"
@@ -108,34 +109,46 @@ std::vector<uint8_t> token_bytes(const Tokenizer* tok, int32_t id) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
-json chat_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp) {
+namespace {
+// JSON has no -inf: a log-probability that underflowed is written as -9999 (as vLLM does).
+double finite_logprob(float l) {
+  return std::isfinite(l) ? double(l) : -9999.0;
+}
+std::string shown_token(const Tokenizer* tok, int32_t id, bool ids_as_tokens) {
+  return ids_as_tokens ? fmt::format("token_id:{}", id) : token_text(tok, id);
+}
+}  // namespace
+
+json chat_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp, bool ids_as_tokens) {
   json content = json::array();
   for (const TokenLogprob& t : lp) {
     json top = json::array();
     for (const auto& [id, l] : t.top)
-      top.push_back(
-          {{"token", token_text(tok, id)}, {"logprob", l}, {"bytes", token_bytes(tok, id)}});
-    content.push_back({{"token", token_text(tok, t.id)},
-                       {"logprob", t.logprob},
+      top.push_back({{"token", shown_token(tok, id, ids_as_tokens)},
+                     {"logprob", finite_logprob(l)},
+                     {"bytes", token_bytes(tok, id)}});
+    content.push_back({{"token", shown_token(tok, t.id, ids_as_tokens)},
+                       {"logprob", finite_logprob(t.logprob)},
                        {"bytes", token_bytes(tok, t.id)},
                        {"top_logprobs", top}});
   }
   return {{"content", content}};
 }
 
-json completion_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp, int64_t& offset) {
+json completion_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp, int64_t& offset,
+                         bool ids_as_tokens) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(),
        offsets = json::array();
   for (const TokenLogprob& t : lp) {
-    const std::string text = token_text(tok, t.id);
-    tokens.push_back(text);
-    logprobs.push_back(t.logprob);
+    const std::string shown = shown_token(tok, t.id, ids_as_tokens);
+    tokens.push_back(shown);
+    logprobs.push_back(finite_logprob(t.logprob));
     json top = json::object();
-    for (const auto& [id, l] : t.top) top[token_text(tok, id)] = l;
-    top[text] = t.logprob;
+    for (const auto& [id, l] : t.top) top[shown_token(tok, id, ids_as_tokens)] = finite_logprob(l);
+    top[shown] = finite_logprob(t.logprob);
     tops.push_back(top);
     offsets.push_back(offset);
-    offset += int64_t(text.size());
+    offset += int64_t(token_text(tok, t.id).size());
   }
   return {{"tokens", tokens},
           {"token_logprobs", logprobs},

@@ -52,9 +52,13 @@ nlohmann::json chat_response(const std::string& id, int64_t created, const std::
 //   completions: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}
 //                (top_logprobs holds the alternatives and the chosen token, as OpenAI's does;
 //                text_offset counts bytes of the token texts from `offset`, the text before)
-nlohmann::json chat_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp);
+// ids_as_tokens (vLLM's return_tokens_as_token_ids): each "token" is "token_id:ID" instead of its
+// text, so a client can tell apart ids that decode alike. A log-probability that underflowed to
+// -inf is written as -9999 (JSON has no infinity).
+nlohmann::json chat_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp,
+                             bool ids_as_tokens = false);
 nlohmann::json completion_logprobs(const Tokenizer* tok, std::span<const TokenLogprob> lp,
-                                   int64_t& offset);
+                                   int64_t& offset, bool ids_as_tokens = false);
 // Appends chat_logprobs(b)'s content to a's (or the completions lists), for a choice's whole run.
 void append_logprobs(nlohmann::json& a, const nlohmann::json& b);
 // A token's text and bytes as above.

@@ -193,10 +193,12 @@ struct HttpServer::Impl {
     }
     const bool want_logprobs = pr.gen.sampling.top_logprobs >= 0;
     // The logprobs of an event, in the endpoint's shape (null when not asked for).
-    auto event_logprobs = [this, e, want_logprobs](ChoiceOut& c, const GenerationEvent& ev) {
+    auto event_logprobs = [this, e, want_logprobs, ids = pr.tokens_as_ids](
+                              ChoiceOut& c, const GenerationEvent& ev) {
       if (!want_logprobs || ev.logprobs.empty()) return json();
-      return e == Endpoint::Chat ? openai::chat_logprobs(model.tok, ev.logprobs)
-                                 : openai::completion_logprobs(model.tok, ev.logprobs, c.offset);
+      return e == Endpoint::Chat
+                 ? openai::chat_logprobs(model.tok, ev.logprobs, ids)
+                 : openai::completion_logprobs(model.tok, ev.logprobs, c.offset, ids);
     };
     auto usage = [outs] {
       openai::Usage u;
