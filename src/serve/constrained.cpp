@@ -19,15 +19,23 @@ bool all_space(std::string_view s) {
 
 GrammarProcessor::GrammarProcessor(const grammar::Grammar& g,
                                    std::shared_ptr<const grammar::VocabIndex> vocab,
-                                   std::vector<int32_t> eos_ids, bool after_reasoning)
+                                   std::vector<int32_t> eos_ids, bool after_reasoning,
+                                   bool end_when_complete)
     : matcher_(g),
       vocab_(std::move(vocab)),
       eos_(std::move(eos_ids)),
       waiting_(after_reasoning),
+      end_when_complete_(end_when_complete),
       leading_ws_(after_reasoning) {}
 
 void GrammarProcessor::apply(std::span<float> logits) {
   if (waiting_) return;
+  if (end_when_complete_ && matcher_.accepting()) {
+    for (size_t id = 0; id < logits.size(); ++id)
+      if (std::find(eos_.begin(), eos_.end(), int32_t(id)) == eos_.end())
+        logits[id] = -std::numeric_limits<float>::infinity();
+    return;
+  }
   try {
     if (!leading_ws_) {
       grammar::mask_logits(*vocab_, matcher_, eos_, logits);

@@ -22,8 +22,12 @@ namespace zaya::openai {
 
 class GrammarProcessor final : public LogitsProcessor {
  public:
+  // end_when_complete: once the text is a complete sentence of the grammar, only EOS may follow
+  // (one tool call for a named tool_choice or parallel_tool_calls false, although the tool-call
+  // grammar allows more).
   GrammarProcessor(const grammar::Grammar& g, std::shared_ptr<const grammar::VocabIndex> vocab,
-                   std::vector<int32_t> eos_ids, bool after_reasoning);
+                   std::vector<int32_t> eos_ids, bool after_reasoning,
+                   bool end_when_complete = false);
   void apply(std::span<float> logits) override;
   void accept(int32_t id) override;
 
@@ -32,7 +36,8 @@ class GrammarProcessor final : public LogitsProcessor {
   grammar::Matcher matcher_;
   std::shared_ptr<const grammar::VocabIndex> vocab_;
   std::vector<int32_t> eos_;
-  bool waiting_;      // reasoning open: no mask until "</think>"
+  bool waiting_;  // reasoning open: no mask until "</think>"
+  bool end_when_complete_;
   bool leading_ws_;   // after reasoning, before the answer's first byte: whitespace free
   std::string tail_;  // waiting: the last bytes seen (to find "</think>" across tokens)
   std::vector<float> saved_;

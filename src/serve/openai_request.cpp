@@ -554,14 +554,21 @@ void templated_chat(ParsedRequest& r, const json& j, std::string_view body, cons
           "function) cannot be combined");
     g = std::make_shared<grammar::Grammar>(grammar::zaya_tool_calls(tools, forced));
   }
+  // One call only for a named function (OpenAI's forced call) or parallel_tool_calls false.
+  bool single = tc == ToolChoice::Named;
+  if (oj.contains("parallel_tool_calls") && !oj["parallel_tool_calls"].is_null()) {
+    if (!oj["parallel_tool_calls"].is_boolean())
+      bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+    single = single || !oj["parallel_tool_calls"].get<bool>();
+  }
   if (g) {
     if (!m.vocab_index)
       bad(tc == ToolChoice::Required || tc == ToolChoice::Named ? "tool_choice" : "response_format",
           "structured output is not available on this server (no vocabulary index)");
     r.gen.make_processor = [g, vocab = m.vocab_index, eos = m.eos_ids,
-                            after =
-                                r.chat.starts_in_reasoning]() -> std::unique_ptr<LogitsProcessor> {
-      return std::make_unique<GrammarProcessor>(*g, vocab(), eos, after);
+                            after = r.chat.starts_in_reasoning,
+                            single]() -> std::unique_ptr<LogitsProcessor> {
+      return std::make_unique<GrammarProcessor>(*g, vocab(), eos, after, single);
     };
   }
   (void)j;
