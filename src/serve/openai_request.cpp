@@ -497,7 +497,7 @@ std::shared_ptr<const grammar::Grammar> parse_response_format(const ojson& j) {
     bad("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
   try {
     return std::make_shared<grammar::Grammar>(grammar::from_json_schema(js["schema"]));
-  } catch (const grammar::SchemaError& e) {
+  } catch (const Error& e) {  // SchemaError, or a grammar too large to build
     bad("response_format", fmt::format("'response_format.json_schema.schema': {}", e.what()));
   }
 }
@@ -552,7 +552,11 @@ void templated_chat(ParsedRequest& r, const json& j, std::string_view body, cons
       bad("response_format",
           "'response_format' and a forced 'tool_choice' (required or a named "
           "function) cannot be combined");
-    g = std::make_shared<grammar::Grammar>(grammar::zaya_tool_calls(tools, forced));
+    try {
+      g = std::make_shared<grammar::Grammar>(grammar::zaya_tool_calls(tools, forced));
+    } catch (const Error& e) {  // SchemaError, or a grammar too large to build
+      bad("tools", fmt::format("'tools' cannot be enforced for tool_choice: {}", e.what()));
+    }
   }
   // One call only for a named function (OpenAI's forced call) or parallel_tool_calls false.
   bool single = tc == ToolChoice::Named;

@@ -143,6 +143,13 @@ TEST(OpenAiChatParse, ToolsAndToolChoice) {
   EXPECT_EQ(param({{"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}}),
             "response_format");
   EXPECT_EQ(rejection({{"messages", kUser}, {"tool_choice", "required"}}, m).param, "tool_choice");
+  // A tool schema the grammar cannot enforce (left-recursive) is the client's 400, not a 500.
+  const json loop = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters":
+    {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}}}}])");
+  const ApiError e =
+      rejection({{"messages", kUser}, {"tools", loop}, {"tool_choice", "required"}}, m);
+  EXPECT_EQ(e.status, 400) << e.what();
+  EXPECT_EQ(e.param, "tools") << e.what();
   // Without a vocabulary index there is no constrained decoding.
   EXPECT_EQ(rejection({{"messages", kUser}, {"tools", kTools}, {"tool_choice", "required"}},
                       served(chatml(), false))
