@@ -1,7 +1,8 @@
 // zaya serve --model M [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--max-batch 8]
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
 //            [--request-timeout SECONDS] [--api-key KEY]... [--api-key-file FILE]
-//            [--ssl-cert FILE --ssl-key FILE] [--quiet]
+//            [--ssl-cert FILE --ssl-key FILE] [--chat-template FILE] [--reasoning on|off]
+//            [--quiet]
 // The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
 // resolve_model_path takes; the tokenizer, the context and the special ids come from the model
 // directory (infer/model_files.h), the served name from its path (a run's name for a checkpoint's
@@ -11,6 +12,13 @@
 //   batch B, context T
 // and stderr the logs: what was picked, the context's origin, one line per request (server.h);
 // --quiet drops the logs (warnings and errors stay).
+// Chat: the chat format is loaded once at start (chat/chat_template.h: --chat-template FILE, else
+// the model directory's template, else built-in ChatML when the tokenizer speaks it, else the
+// plain transcript) and its origin logged. --reasoning off makes enable_thinking false the
+// server's template default (a request's chat_template_kwargs still decide). The vocabulary index
+// that constrained decoding masks with (grammar/token_mask.h) is built on the first request that
+// needs it, once, whichever thread asks first. The stop ids are eos_ids (infer/model_files.h):
+// generation_config.json's, the tokenizer's eos and <|im_end|>.
 // SIGINT/SIGTERM: in-flight requests are cancelled, the listener closes, exit 0.
 // Access: --api-key / --api-key-file give the bearer keys every endpoint but /health requires
 // (server.h); without one, a --host beyond loopback gets a warning on stderr at start, since then
@@ -22,22 +30,37 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
 #include "core/output.h"
 #include "data/tokenizer.h"
+#include "grammar/token_mask.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
 #include "model/inspect.h"
 #include "serve/server.h"
+
+namespace zaya::cli {
+// --reasoning: whether the chat template's reasoning (enable_thinking) is on by default.
+enum class ReasoningMode { On, Off };
+}  // namespace zaya::cli
+
+template <>
+struct zaya::EnumWords<zaya::cli::ReasoningMode> {
+  static constexpr std::pair<zaya::cli::ReasoningMode, std::string_view> words[] = {
+      {zaya::cli::ReasoningMode::On, "on"}, {zaya::cli::ReasoningMode::Off, "off"}};
+};
 
 namespace zaya::cli {
 
@@ -46,7 +69,8 @@ namespace {
 struct ServeArgs {
   std::string model, host = "127.0.0.1", model_name, tokenizer;
   std::vector<std::string> api_keys;
-  std::string api_key_file, ssl_cert, ssl_key;
+  std::string api_key_file, ssl_cert, ssl_key, chat_template;
+  ReasoningMode reasoning = ReasoningMode::On;
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
@@ -104,6 +128,37 @@ std::vector<std::string> read_api_key_file(const std::string& path) {
   return keys;
 }
 
+std::string_view format_name(chat::ChatFormat f) {
+  switch (f) {
+    case chat::ChatFormat::ModelTemplate:
+      return "model template";
+    case chat::ChatFormat::BuiltinChatML:
+      return "built-in ChatML";
+    case chat::ChatFormat::Transcript:
+      return "plain transcript";
+  }
+  return "?";
+}
+
+// The vocabulary index, built by the first caller (about 0.2 s for a 262k vocabulary) and shared.
+std::function<std::shared_ptr<const grammar::VocabIndex>()> lazy_vocab_index(const Tokenizer& tok) {
+  struct Lazy {
+    std::once_flag once;
+    std::shared_ptr<const grammar::VocabIndex> index;
+  };
+  auto lazy = std::make_shared<Lazy>();
+  return [lazy, &tok] {
+    std::call_once(lazy->once, [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      lazy->index = std::make_shared<const grammar::VocabIndex>(tok);
+      log_info(
+          "serve: vocabulary index for constrained decoding built in {:.0f} ms",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    });
+    return lazy->index;
+  };
+}
+
 bool loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -126,6 +181,8 @@ int run_serve(const ServeArgs& a) {
   const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
   if (tok_path.empty()) fail_no_tokenizer(mp.dir);
   const Tokenizer tok = Tokenizer::load(tok_path);
+  const chat::ChatTemplate chat_template =
+      chat::ChatTemplate::load(mp.dir, a.chat_template, extras, &tok);
   const InferModel model = InferModel::load_dir(mp.dir, a.bf16);
   const ZayaConfig& c = model.config();
   const ContextLimit ctx = choose_context(c, extras, a.max_context);
@@ -147,6 +204,10 @@ int run_serve(const ServeArgs& a) {
   served.tok = &tok;
   served.bos_id = bos_id(c, extras, &tok);
   served.defaults = default_sampling(extras);
+  served.chat_template = &chat_template;
+  if (a.reasoning == ReasoningMode::Off) served.chat_kwargs["enable_thinking"] = false;
+  served.eos_ids = eo.eos_ids;
+  served.vocab_index = lazy_vocab_index(tok);
   if (a.temperature) served.defaults.temperature = *a.temperature;
   if (a.top_p) served.defaults.top_p = *a.top_p;
   if (a.top_k) served.defaults.top_k = *a.top_k;
@@ -174,6 +235,8 @@ int run_serve(const ServeArgs& a) {
       "repetition_penalty {} (generation_config.json, then the sampling flags)",
       served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
       served.defaults.min_p, served.defaults.repetition_penalty);
+  log_info("serve: chat format: {} ({}); reasoning {} by default",
+           format_name(chat_template.format), chat_template.origin, enum_word(a.reasoning));
   if (keys.empty() && !loopback(a.host))
     fmt::print(stderr,
                "zaya: warning: listening on {} without --api-key: anyone who can reach port {} "
@@ -267,6 +330,13 @@ Action add_serve_command(CLI::App& app) {
   sub->add_option("--min-p", a->min_p, "default min_p (default: the model's, else 0 = off)");
   sub->add_option("--repetition-penalty", a->repetition_penalty,
                   "default repetition_penalty (default: the model's, else 1 = off)");
+  sub->add_option("--chat-template", a->chat_template,
+                  "Jinja chat template file used instead of the model directory's "
+                  "(chat_template.jinja, tokenizer_config.json's chat_template)")
+      ->check(CLI::ExistingFile);
+  add_enum_option(sub, "--reasoning", a->reasoning,
+                  "the chat template's enable_thinking default: off renders the generation prompt "
+                  "without reasoning unless a request's chat_template_kwargs asks for it");
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");

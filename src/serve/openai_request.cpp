@@ -3,15 +3,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <random>
+#include <regex>
 
+#include "chat/chat_template.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
+#include "grammar/json_schema.h"
+#include "grammar/tool_call_grammar.h"
 #include "io/json_parse.h"
+#include "serve/constrained.h"
 
 namespace zaya::openai {
 
@@ -69,29 +76,117 @@ json parse_object(std::string_view body) {
 // Fields we cannot honour: accepted at their neutral value, rejected otherwise (never silently
 // ignored, so a client never believes it got something it did not).
 void reject_unsupported(const json& j, Endpoint e) {
-  for (const char* k : {"frequency_penalty", "presence_penalty"})
-    if (auto v = get_number(j, k); v && *v != 0)
-      bad(k, fmt::format("'{}' is not supported (only 0); use 'repetition_penalty' (> 0, 1 = off)",
-                         k));
-  for (const char* k : {"n", "best_of"})
-    if (auto v = get_integer(j, k); v && *v != 1)
-      bad(k, fmt::format("'{}' must be 1: this server returns one choice per request", k));
   if (auto v = get_bool(j, "echo"); v && *v) bad("echo", "'echo' is not supported (only false)");
-  if (present(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>()))
-    bad("logprobs", "'logprobs' is not supported (only null or false)");
-  if (present(j, "top_logprobs")) bad("top_logprobs", "'top_logprobs' is not supported");
-  if (present(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty()))
-    bad("logit_bias", "'logit_bias' is not supported (only an empty object)");
   if (present(j, "suffix")) bad("suffix", "'suffix' is not supported");
   if (e == Endpoint::Chat)
-    for (const char* k : {"tools", "functions", "tool_choice", "function_call"})
-      if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
-          !(j[k].is_string() && j[k] == "none"))
-        bad(k, fmt::format("'{}' is not supported: ZAYA1-base has no tool calling", k));
+    for (const char* k : {"functions", "function_call"})
+      if (present(j, k))
+        bad(k, fmt::format("'{}' is the deprecated form: use 'tools' and 'tool_choice'", k));
+}
+
+// What a model without a chat template (the plain transcript) cannot do.
+void reject_without_template(const json& j) {
+  for (const char* k : {"tools", "tool_choice"})
+    if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
+        !(j[k].is_string() && j[k] == "none"))
+      bad(k, fmt::format("'{}' is not supported: this model has no chat template, so no "
+                         "tool calling",
+                         k));
+}
+
+// response_format on /v1/completions: only text (structured output is a chat feature here).
+void reject_response_format(const json& j) {
   if (present(j, "response_format")) {
     const json& rf = j["response_format"];
     if (!(rf.is_object() && rf.value("type", "") == "text"))
       bad("response_format", "'response_format' is not supported (only {\"type\": \"text\"})");
+  }
+}
+
+// n (1..kMaxChoices) and best_of (legacy completions: absent, or equal to n — no re-ranking).
+int parse_n(const json& j) {
+  int n = 1;
+  if (auto v = get_integer(j, "n")) {
+    if (*v < 1 || *v > kMaxChoices)
+      bad("n", fmt::format("'n' must be an integer in [1, {}], got {}", kMaxChoices, *v));
+    n = int(*v);
+  }
+  if (auto v = get_integer(j, "best_of"); v && *v != n)
+    bad("best_of", fmt::format("'best_of' must equal 'n' ({}): this server does not re-rank "
+                               "choices, got {}",
+                               n, *v));
+  return n;
+}
+
+// Logprobs: chat's `logprobs` (bool) + `top_logprobs` (0..20, needs logprobs), completions' legacy
+// `logprobs` (an integer 0..5: that many alternatives) → SamplingParams::top_logprobs.
+int parse_logprobs(const json& j, Endpoint e) {
+  if (e == Endpoint::Chat) {
+    const bool on = get_bool(j, "logprobs").value_or(false);
+    const std::optional<int64_t> top = get_integer(j, "top_logprobs");
+    if (top && (*top < 0 || *top > kMaxTopLogprobs))
+      bad("top_logprobs", fmt::format("'top_logprobs' must be an integer in [0, {}], got {}",
+                                      kMaxTopLogprobs, *top));
+    if (top && !on) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    return on ? int(top.value_or(0)) : -1;
+  }
+  if (!present(j, "logprobs")) return -1;
+  if (j["logprobs"].is_boolean())  // some clients send false for "off"
+    bad("logprobs",
+        "'logprobs' of /v1/completions is an integer (the number of alternatives, "
+        "0 to 5) or null");
+  const int64_t k = *get_integer(j, "logprobs");
+  if (k < 0 || k > kMaxCompletionLogprobs)
+    bad("logprobs",
+        fmt::format("'logprobs' must be an integer in [0, {}], got {}", kMaxCompletionLogprobs, k));
+  return int(k);
+}
+
+// A token id field (logit_bias keys, stop_token_ids): an integer in [0, vocab).
+int32_t token_id(int64_t id, const ServedModel& m, const char* param) {
+  if (id < 0 || id >= m.vocab_size)
+    bad(param, fmt::format("'{}': token id {} is outside the vocabulary [0, {})", param, id,
+                           m.vocab_size));
+  return int32_t(id);
+}
+
+// logit_bias {"ID": bias} and stop_token_ids [ID, …].
+void parse_token_controls(const json& j, const ServedModel& m, SamplingParams& s) {
+  if (present(j, "logit_bias")) {
+    const json& lb = j["logit_bias"];
+    if (!lb.is_object())
+      bad("logit_bias", "'logit_bias' must be an object of token id strings to biases");
+    if (lb.size() > kMaxLogitBias)
+      bad("logit_bias",
+          fmt::format("'logit_bias' takes at most {} entries, got {}", kMaxLogitBias, lb.size()));
+    for (const auto& [key, v] : lb.items()) {
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || key.empty())
+        bad("logit_bias", fmt::format("'logit_bias' keys are token ids (decimal strings), got "
+                                      "{}",
+                                      json(key).dump()));
+      if (!v.is_number())
+        bad("logit_bias",
+            fmt::format("'logit_bias' values are numbers in [-100, 100], got {}", v.dump()));
+      const double bias = v.get<double>();
+      if (!(bias >= -100 && bias <= 100))
+        bad("logit_bias",
+            fmt::format("'logit_bias' for token id {} must be in [-100, 100], got {}", id, bias));
+      s.logit_bias.emplace_back(token_id(id, m, "logit_bias"), float(bias));
+    }
+  }
+  if (present(j, "stop_token_ids")) {
+    const json& st = j["stop_token_ids"];
+    if (!st.is_array()) bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    if (st.size() > kMaxStopTokenIds)
+      bad("stop_token_ids", fmt::format("'stop_token_ids' takes at most {} ids, got {}",
+                                        kMaxStopTokenIds, st.size()));
+    for (const json& x : st) {
+      if (!x.is_number_integer())
+        bad("stop_token_ids", "'stop_token_ids' must be an array of token ids");
+      s.stop_ids.push_back(token_id(x.get<int64_t>(), m, "stop_token_ids"));
+    }
   }
 }
 
@@ -125,6 +220,8 @@ SamplingParams parse_sampling(const json& j, const ServedModel& m) {
                         uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
   }
   if (auto v = get_bool(j, "ignore_eos")) s.ignore_eos = *v;
+  if (auto v = get_number(j, "frequency_penalty")) s.frequency_penalty = *v;
+  if (auto v = get_number(j, "presence_penalty")) s.presence_penalty = *v;
   if (present(j, "stop")) {
     const json& st = j["stop"];
     if (st.is_string()) {
@@ -181,8 +278,11 @@ void finish_sampling(ParsedRequest& r, const json& j, const ServedModel& m,
   if (auto inv = r.gen.sampling.check()) {
     std::string field = inv->field;
     if (field == "max_new_tokens") field = key;
+    if (field == "stop_ids") field = "stop_token_ids";
+    if (field == "top_logprobs" && r.endpoint == Endpoint::Completions) field = "logprobs";
     bad(field, inv->message);
   }
+  if (auto v = get_bool(j, "return_tokens_as_token_ids")) r.tokens_as_ids = *v;
   if (auto v = get_bool(j, "stream")) r.stream = *v;
   if (present(j, "stream_options")) {
     const json& so = j["stream_options"];
@@ -294,11 +394,188 @@ ParsedRequest completion_request(std::string_view body, const ServedModel& m) {
   ParsedRequest r;
   r.model = requested_model(j);
   reject_unsupported(j, Endpoint::Completions);
+  reject_response_format(j);
   r.endpoint = Endpoint::Completions;
   r.gen.sampling = parse_sampling(j, m);
+  r.gen.n = parse_n(j);
+  r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
+  parse_token_controls(j, m, r.gen.sampling);
   r.gen.prompt = parse_prompt(j, m);
   finish_sampling(r, j, m, 16);
   return r;
+}
+
+using ojson = nlohmann::ordered_json;
+
+// The param of a message the template's validation refused: the "messages[I].FIELD" its message
+// starts with ("messages" when it names none), as the plain transcript's parser reports it.
+std::string message_param(std::string_view msg) {
+  static const std::regex at(R"(^'?(messages\[\d+\])(\.(role|content|tool_calls))?)");
+  std::cmatch mt;
+  if (!std::regex_search(msg.data(), msg.data() + msg.size(), mt, at)) return "messages";
+  if (mt[2].matched) return mt[1].str() + mt[2].str();
+  return mt[1].str() + (msg.find("'role'") != std::string_view::npos ? ".role" : "");
+}
+
+// tools: [{type: "function", function: {name, description?, parameters?}}] (names unique).
+void check_tools(const ojson& tools) {
+  if (!tools.is_array()) bad("tools", "'tools' must be an array of {type: \"function\", function}");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string where = fmt::format("tools[{}]", i);
+    if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+        !t["function"].is_object())
+      bad("tools",
+          fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", where));
+    const ojson& f = t["function"];
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      bad("tools", fmt::format("'{}.function.name' must be a non-empty string", where));
+    if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+      bad("tools", fmt::format("'{}.function.parameters' must be a JSON Schema object", where));
+    const std::string name = f["name"];
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      bad("tools", fmt::format("'{}': the tool name '{}' is declared twice", where, name));
+    names.push_back(name);
+  }
+}
+
+enum class ToolChoice { None, Auto, Required, Named };
+
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name": N}}
+// (N declared). Default: auto with tools, none without.
+ToolChoice parse_tool_choice(const ojson& j, const ojson& tools, std::string& name) {
+  const bool have_tools = tools.is_array() && !tools.empty();
+  if (!j.contains("tool_choice") || j["tool_choice"].is_null())
+    return have_tools ? ToolChoice::Auto : ToolChoice::None;
+  const ojson& c = j["tool_choice"];
+  ToolChoice tc;
+  if (c.is_string() && c == "none") return ToolChoice::None;
+  if (c.is_string() && c == "auto") {
+    tc = ToolChoice::Auto;
+  } else if (c.is_string() && c == "required") {
+    tc = ToolChoice::Required;
+  } else if (c.is_object() && c.value("type", "") == "function" && c.contains("function") &&
+             c["function"].is_object() && c["function"].contains("name") &&
+             c["function"]["name"].is_string()) {
+    tc = ToolChoice::Named;
+    name = c["function"]["name"];
+    bool declared = false;
+    for (const ojson& t : tools) declared = declared || t["function"]["name"] == name;
+    if (!declared)
+      bad("tool_choice", fmt::format("'tool_choice' names the function '{}', which 'tools' does "
+                                     "not declare",
+                                     name));
+  } else {
+    bad("tool_choice",
+        "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+        "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  if (!have_tools)
+    bad("tool_choice", "'tool_choice' other than \"none\" needs a non-empty 'tools' array");
+  return tc;
+}
+
+// response_format: text (nothing), json_object, json_schema {name, schema, strict}. Returns the
+// grammar, or null for text.
+std::shared_ptr<const grammar::Grammar> parse_response_format(const ojson& j) {
+  if (!j.contains("response_format") || j["response_format"].is_null()) return nullptr;
+  const ojson& rf = j["response_format"];
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    bad("response_format", "'response_format' must be an object with a string 'type'");
+  const std::string type = rf["type"];
+  if (type == "text") return nullptr;
+  if (type == "json_object") return std::make_shared<grammar::Grammar>(grammar::any_json_object());
+  if (type != "json_schema")
+    bad("response_format", fmt::format("'response_format.type' must be text, json_object or "
+                                       "json_schema, got '{}'",
+                                       type));
+  if (!rf.contains("json_schema") || !rf["json_schema"].is_object())
+    bad("response_format", "'response_format.json_schema' must be an object {name, schema}");
+  const ojson& js = rf["json_schema"];
+  if (!js.contains("schema") || !(js["schema"].is_object() || js["schema"].is_boolean()))
+    bad("response_format", "'response_format.json_schema.schema' must be a JSON Schema object");
+  try {
+    return std::make_shared<grammar::Grammar>(grammar::from_json_schema(js["schema"]));
+  } catch (const Error& e) {  // SchemaError, or a grammar too large to build
+    bad("response_format", fmt::format("'response_format.json_schema.schema': {}", e.what()));
+  }
+}
+
+// Chat through the model's template (chat/chat_template.h): the rendered prompt, tokenized with
+// its special tokens; the output plan (reasoning, tool calls) and any grammar constraint.
+void templated_chat(ParsedRequest& r, const json& j, std::string_view body, const ServedModel& m) {
+  const chat::ChatTemplate& tpl = *m.chat_template;
+  ojson oj;
+  try {
+    oj = parse_json_ordered(body);
+  } catch (const JsonError& e) {
+    bad("", fmt::format("the request body is not valid JSON ({})", e.what()));
+  }
+  ojson tools = nullptr;
+  if (oj.contains("tools") && !oj["tools"].is_null()) {
+    check_tools(oj["tools"]);
+    if (!oj["tools"].empty()) tools = oj["tools"];
+  }
+  std::string forced;
+  const ToolChoice tc = parse_tool_choice(oj, tools, forced);
+  if (tools.is_array() && tpl.format == chat::ChatFormat::Transcript)
+    bad("tools",
+        fmt::format("'tools' needs a chat template; this model has none ({})", tpl.origin));
+  ojson kwargs = m.chat_kwargs.is_object() ? m.chat_kwargs : ojson::object();
+  if (oj.contains("chat_template_kwargs") && !oj["chat_template_kwargs"].is_null()) {
+    if (!oj["chat_template_kwargs"].is_object())
+      bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [k, v] : oj["chat_template_kwargs"].items()) kwargs[k] = v;
+  }
+  std::string text;
+  try {
+    text = tpl.render(oj["messages"], tools, true, kwargs);
+  } catch (const chat::ChatError& e) {
+    bad(message_param(e.what()), e.what());
+  }
+  // A template writes whatever BOS its model wants (bos_token) itself, and its text is tokenized
+  // as transformers' apply_chat_template does it, with no special token added; only the plain
+  // transcript of a base model starts with the model's BOS id, as a text prompt does.
+  append_text(r.gen.prompt, text, m, tpl.format == chat::ChatFormat::Transcript);
+  for (const std::string& s : tpl.stop_strings()) r.gen.sampling.stop.push_back(s);
+
+  r.chat.split_reasoning = tpl.format != chat::ChatFormat::Transcript;
+  r.chat.starts_in_reasoning = r.chat.split_reasoning && chat::opens_reasoning(text);
+  r.chat.parse_tools = tools.is_array() && tc != ToolChoice::None;
+  r.chat.tools = tools;
+  r.chat.tool_id_seed = splitmix64(r.gen.sampling.seed ^ 0x7001c411ULL);
+
+  std::shared_ptr<const grammar::Grammar> g = parse_response_format(oj);
+  if (tc == ToolChoice::Required || tc == ToolChoice::Named) {
+    if (g)
+      bad("response_format",
+          "'response_format' and a forced 'tool_choice' (required or a named "
+          "function) cannot be combined");
+    try {
+      g = std::make_shared<grammar::Grammar>(grammar::zaya_tool_calls(tools, forced));
+    } catch (const Error& e) {  // SchemaError, or a grammar too large to build
+      bad("tools", fmt::format("'tools' cannot be enforced for tool_choice: {}", e.what()));
+    }
+  }
+  // One call only for a named function (OpenAI's forced call) or parallel_tool_calls false.
+  bool single = tc == ToolChoice::Named;
+  if (oj.contains("parallel_tool_calls") && !oj["parallel_tool_calls"].is_null()) {
+    if (!oj["parallel_tool_calls"].is_boolean())
+      bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+    single = single || !oj["parallel_tool_calls"].get<bool>();
+  }
+  if (g) {
+    if (!m.vocab_index)
+      bad(tc == ToolChoice::Required || tc == ToolChoice::Named ? "tool_choice" : "response_format",
+          "structured output is not available on this server (no vocabulary index)");
+    r.gen.make_processor = [g, vocab = m.vocab_index, eos = m.eos_ids,
+                            after = r.chat.starts_in_reasoning,
+                            single]() -> std::unique_ptr<LogitsProcessor> {
+      return std::make_unique<GrammarProcessor>(*g, vocab(), eos, after, single);
+    };
+  }
+  (void)j;
 }
 
 ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
@@ -308,9 +585,18 @@ ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   reject_unsupported(j, Endpoint::Chat);
   r.endpoint = Endpoint::Chat;
   r.gen.sampling = parse_sampling(j, m);
+  r.gen.n = parse_n(j);
+  r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
+  parse_token_controls(j, m, r.gen.sampling);
   if (!present(j, "messages")) bad("messages", "'messages' is required");
-  append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
-  r.gen.sampling.stop.push_back(kChatStop);
+  if (m.chat_template) {
+    templated_chat(r, j, body, m);
+  } else {
+    reject_without_template(j);
+    reject_response_format(j);
+    append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
+    r.gen.sampling.stop.push_back(kChatStop);
+  }
   finish_sampling(r, j, m, m.max_context);
   return r;
 }

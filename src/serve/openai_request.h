@@ -5,8 +5,8 @@
 //
 // Requests (unknown fields are ignored, as OpenAI clients send extras):
 //   POST /v1/completions       prompt: "text" | [ids] | ["text"] | [[ids]] (exactly one prompt)
-//   POST /v1/chat/completions  messages: [{role: system|developer|user|assistant,
-//                                          content: "text" | [{type:"text", text}]}]
+//   POST /v1/chat/completions  messages: OpenAI messages (system, developer, user, assistant with
+//                              optional tool_calls, tool), rendered by the model's chat template
 //   both: model (optional, any string: the server has one model and serves every request with
 //         it, as llama.cpp's server does, so a client configured with another name still works;
 //         responses carry the served id), max_tokens (completions default 16, as OpenAI, or what
@@ -14,18 +14,35 @@
 //         server was given another; chat also reads max_completion_tokens), temperature, top_p,
 //         top_k, min_p, repetition_penalty (defaults: ServedModel::defaults, i.e. the model's
 //         generation_config.json and the server's flags), seed (default: random per request), stop
-//         (string or ≤ 4 strings), stream, stream_options.include_usage, ignore_eos;
-//         frequency_penalty / presence_penalty only 0 (use repetition_penalty); n / best_of only 1;
-//         echo only false; logprobs only null/false; logit_bias only empty; no tools.
+//         (string or ≤ 4 strings), stop_token_ids (vLLM's: ids that end a choice like EOS), stream,
+//         stream_options.include_usage, ignore_eos, frequency_penalty / presence_penalty
+//         ([-2, 2], OpenAI's), logit_bias ({"ID": bias in [-100, 100]}, ≤ 300 entries),
+//         n (1..8 choices; best_of absent or equal to n);
+//         logprobs — chat: `logprobs` true (+ `top_logprobs` 0..20); completions: the legacy
+//         integer 0..5 (that many alternatives) — the model's own distribution (engine.h);
+//         return_tokens_as_token_ids (vLLM's: logprobs name tokens "token_id:ID");
+//         echo only false; no suffix.
+//   chat: tools, tool_choice (none | auto | required | {type: function, function: {name}}),
+//         chat_template_kwargs (template variables over the server's: enable_thinking, …),
+//         response_format (text | json_object | json_schema {schema}); tools and a forced
+//         tool_choice need a chat template (not the plain transcript); a forced tool_choice and a
+//         json response_format are enforced by a grammar (serve/constrained.h), and a schema the
+//         grammar compiler does not support is a 400 naming the construct.
 // A text prompt gets the model's BOS prepended (ServedModel::bos_id, as `zaya generate` does); a
 // prompt of token ids is used exactly as given.
 //
-// Chat template (ZAYA1-base is a base model, so a plain transcript):
+// Chat rendering (ServedModel::chat_template, chat/chat_template.h): the model's template, or the
+// built-in ChatML one, tokenized with its special tokens and no BOS added (the template writes
+// the model's BOS itself when the model wants one); a model with no chat format gets the plain
+// transcript of a base model,
 //   <bos>System: {content}\n\nUser: {content}\n\nAssistant: {content}\n\n … Assistant:
-// with "\nUser:" always among the stop strings. "developer" messages are rendered as System. The
-// reply usually starts with a space (the model continues "Assistant:").
+// with "\nUser:" always among the stop strings ("developer" messages are rendered as System; the
+// reply usually starts with a space, as the model continues "Assistant:"). Without a
+// chat_template (unit tests) the parser renders that transcript itself.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -33,10 +50,17 @@
 #include <string_view>
 
 #include "infer/engine.h"
+#include "serve/chat_output.h"
 
 namespace zaya {
 
 class Tokenizer;
+namespace chat {
+struct ChatTemplate;
+}
+namespace grammar {
+class VocabIndex;
+}
 
 namespace openai {
 
@@ -65,6 +89,16 @@ struct ServedModel {
   // (infer/model_files.h default_sampling) with `zaya serve`'s sampling flags in place. Only
   // temperature, top_k, top_p, min_p and repetition_penalty are read from it.
   SamplingParams defaults = {};
+  // Chat: the model's template (chat/chat_template.h), loaded once at start; null: the built-in
+  // plain transcript below (unit tests). chat_kwargs: the server's template variables
+  // (--reasoning off: enable_thinking false), under a request's chat_template_kwargs.
+  const chat::ChatTemplate* chat_template = nullptr;
+  nlohmann::ordered_json chat_kwargs = nlohmann::ordered_json::object();
+  // Structured output: the engine's stop ids (a grammar lets them through once its output is
+  // complete) and the vocabulary index, built on the first constrained request (empty: none,
+  // structured output is refused).
+  std::vector<int32_t> eos_ids = {};
+  std::function<std::shared_ptr<const grammar::VocabIndex>()> vocab_index = {};
 };
 
 enum class Endpoint { Completions, Chat };
@@ -75,6 +109,8 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: one last chunk carries usage
   std::string model;           // the "model" the client named ("" if none): logged, not checked
+  ChatOutputPlan chat;         // chat: how the answer is split and parsed (serve/chat_output.h)
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids: logprobs name tokens "token_id:ID"
 };
 
 // Throw ApiError (400 for malformed or invalid input).
@@ -84,6 +120,12 @@ ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m);
 // The chat template above, as text (without <bos>; the parser prepends its id).
 std::string chat_prompt_text(const nlohmann::json& messages);
 inline constexpr const char* kChatStop = "\nUser:";
+
+inline constexpr int kMaxChoices = 8;             // n
+inline constexpr int kMaxTopLogprobs = 20;        // chat top_logprobs
+inline constexpr int kMaxCompletionLogprobs = 5;  // completions logprobs
+inline constexpr size_t kMaxLogitBias = 300;      // logit_bias entries (OpenAI's bound)
+inline constexpr size_t kMaxStopTokenIds = 64;    // stop_token_ids
 
 }  // namespace openai
 }  // namespace zaya

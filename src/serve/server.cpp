@@ -11,11 +11,14 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "core/assert.h"
 #include "core/log.h"
 #include "infer/engine.h"
+#include "serve/chat_output.h"
 #include "serve/http_guard.h"
 
 namespace zaya {
@@ -31,7 +34,8 @@ struct Channel {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<GenerationEvent> events;
-  bool done = false;
+  int remaining = 1;  // choices not yet done
+  bool done = false;  // every choice has sent its last event
 };
 
 int64_t unix_now() {
@@ -55,17 +59,36 @@ void send_error(httplib::Response& res, const ApiError& e) {
 // the log line; the logger clears it.
 struct RequestRecord {
   bool generation = false;
-  int64_t prompt_tokens = 0, completion_tokens = 0;
-  FinishReason finish = FinishReason::None;  // None at the log: the client went away mid-stream
-  std::string model;                         // the name the client asked for, if not the served
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // completion: summed over the choices
+  std::vector<int64_t> choice_tokens;                // each choice's count so far
+  std::vector<FinishReason> finish;  // per choice; None at the log: the client went away
+  std::string model;                 // the name the client asked for, if not the served
 };
 thread_local RequestRecord t_record;
 
 void record_event(const GenerationEvent& ev) {
+  const size_t i = size_t(std::max(0, ev.index));
+  if (t_record.choice_tokens.size() <= i) t_record.choice_tokens.resize(i + 1, 0);
+  if (t_record.finish.size() <= i) t_record.finish.resize(i + 1, FinishReason::None);
   t_record.prompt_tokens = ev.prompt_tokens;
-  t_record.completion_tokens = ev.completion_tokens;
-  if (ev.done) t_record.finish = ev.finish_reason;
+  t_record.choice_tokens[i] = ev.completion_tokens;
+  t_record.completion_tokens = 0;
+  for (int64_t c : t_record.choice_tokens) t_record.completion_tokens += c;
+  if (ev.done) t_record.finish[i] = ev.finish_reason;
 }
+
+// One choice's output on its way to the client: the text the engine emits, split (chat) into
+// reasoning, content and tool calls, and its logprobs; kept whole for a non-streaming response.
+struct ChoiceOut {
+  int index = 0;
+  std::optional<openai::ChatOutput> chat;  // chat: reasoning split, tool calls
+  std::string text, reasoning;
+  json logprobs = nullptr;
+  int64_t offset = 0;  // completions' text_offset so far
+  bool done = false;
+  FinishReason finish = FinishReason::None;
+  int64_t completion_tokens = 0;
+};
 
 }  // namespace
 
@@ -125,7 +148,7 @@ struct HttpServer::Impl {
         {
           std::lock_guard<std::mutex> l(ch->mu);
           ch->events.push_back(ev);
-          if (ev.done) ch->done = true;
+          if (ev.done && --ch->remaining <= 0) ch->done = true;
         }
         ch->cv.notify_all();
       });
@@ -153,6 +176,8 @@ struct HttpServer::Impl {
                                : openai::parse_completion_request(req.body, model);
       t_record.model = pr.model != model.id ? pr.model : "";
       t_record.prompt_tokens = int64_t(pr.gen.prompt.size());
+      t_record.finish.assign(size_t(pr.gen.n), FinishReason::None);
+      ch->remaining = pr.gen.n;
       id = submit(pr.gen, ch);
       t_record.generation = true;
     } catch (const ApiError& err) {
@@ -161,25 +186,78 @@ struct HttpServer::Impl {
     }
     const std::string rid = openai::new_response_id(e);
     const int64_t created_at = unix_now();
+    auto outs = std::make_shared<std::vector<ChoiceOut>>(size_t(pr.gen.n));
+    for (int i = 0; i < pr.gen.n; ++i) {
+      (*outs)[size_t(i)].index = i;
+      if (e == Endpoint::Chat) (*outs)[size_t(i)].chat.emplace(pr.chat, i);
+    }
+    const bool want_logprobs = pr.gen.sampling.top_logprobs >= 0;
+    // The logprobs of an event, in the endpoint's shape (null when not asked for).
+    auto event_logprobs = [this, e, want_logprobs, ids = pr.tokens_as_ids](
+                              ChoiceOut& c, const GenerationEvent& ev) {
+      if (!want_logprobs || ev.logprobs.empty()) return json();
+      return e == Endpoint::Chat
+                 ? openai::chat_logprobs(model.tok, ev.logprobs, ids)
+                 : openai::completion_logprobs(model.tok, ev.logprobs, c.offset, ids);
+    };
+    auto usage = [outs] {
+      openai::Usage u;
+      for (const ChoiceOut& c : *outs) u.completion_tokens += c.completion_tokens;
+      return u;
+    };
+
     if (!pr.stream) {
-      std::string text;
-      GenerationEvent last;
       std::unique_lock<std::mutex> lock(ch->mu);
+      int64_t prompt_tokens = 0;
       for (;;) {
         ch->cv.wait(lock, [&] { return !ch->events.empty(); });
-        for (GenerationEvent& ev : ch->events) text += ev.text, last = std::move(ev);
+        for (GenerationEvent& ev : ch->events) {
+          record_event(ev);
+          if (ev.index < 0 || ev.index >= pr.gen.n) continue;
+          ChoiceOut& c = (*outs)[size_t(ev.index)];
+          if (c.chat) {
+            c.chat->push(ev.text);
+            if (ev.done) c.chat->finish();
+          } else {
+            c.text += ev.text;
+          }
+          openai::append_logprobs(c.logprobs, event_logprobs(c, ev));
+          c.completion_tokens = ev.completion_tokens;
+          prompt_tokens = ev.prompt_tokens;
+          if (ev.done) c.done = true, c.finish = ev.finish_reason;
+        }
         ch->events.clear();
         if (ch->done) break;
       }
       lock.unlock();
       finished(id, false);
-      record_event(last);
-      const openai::Usage u{last.prompt_tokens, last.completion_tokens};
+      std::vector<openai::ChoiceResult> results;
+      for (ChoiceOut& c : *outs) {
+        openai::ChoiceResult r;
+        r.index = c.index;
+        r.text = std::move(c.text);
+        r.finish = c.finish;
+        if (c.chat) {
+          r.text = c.chat->content();
+          r.reasoning = c.chat->reasoning();
+          if (c.chat->has_tool_calls()) {
+            r.tool_calls = c.chat->tool_calls_json();
+            r.finish_tool_calls = c.finish == FinishReason::Stop;
+          }
+        }
+        r.logprobs =
+            want_logprobs && c.logprobs.is_null()
+                ? (e == Endpoint::Chat ? json{{"content", json::array()}}
+                                       : openai::completion_logprobs(model.tok, {}, c.offset))
+                : std::move(c.logprobs);
+        results.push_back(std::move(r));
+      }
+      openai::Usage u = usage();
+      u.prompt_tokens = prompt_tokens;
       res.set_content(
           dump(e == Endpoint::Chat
-                   ? openai::chat_response(rid, created_at, model.id, text, last.finish_reason, u)
-                   : openai::completion_response(rid, created_at, model.id, text,
-                                                 last.finish_reason, u)),
+                   ? openai::chat_response(rid, created_at, model.id, results, u)
+                   : openai::completion_response(rid, created_at, model.id, results, u)),
           "application/json");
       return;
     }
@@ -187,45 +265,74 @@ struct HttpServer::Impl {
     // Streaming: the provider is called again and again until it calls sink.done() or fails.
     struct Stream {
       bool role_sent = false, finished = false;
+      int64_t prompt_tokens = 0;
     };
     auto st = std::make_shared<Stream>();
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, ch, st, e, rid, created_at, include_usage = pr.include_usage](
-            size_t, httplib::DataSink& sink) -> bool {
+        [this, ch, st, e, rid, created_at, outs, event_logprobs, usage,
+         include_usage = pr.include_usage](size_t, httplib::DataSink& sink) -> bool {
           std::deque<GenerationEvent> batch;
+          bool all_done;
           {
             std::unique_lock<std::mutex> lock(ch->mu);
             ch->cv.wait_for(lock, std::chrono::milliseconds(200),
                             [&] { return !ch->events.empty(); });
             batch.swap(ch->events);
+            all_done = ch->done;
           }
           std::string out;
           if (e == Endpoint::Chat && !st->role_sent) {
-            out += openai::sse_event(openai::chat_chunk(rid, created_at, model.id,
-                                                        {{"role", "assistant"}, {"content", ""}},
-                                                        FinishReason::None));
+            for (const ChoiceOut& c : *outs)
+              out += openai::sse_event(openai::chat_chunk(rid, created_at, model.id,
+                                                          {{"role", "assistant"}, {"content", ""}},
+                                                          FinishReason::None, c.index));
             st->role_sent = true;
           }
           for (const GenerationEvent& ev : batch) {
             record_event(ev);
-            if (!ev.text.empty())
-              out += openai::sse_event(e == Endpoint::Chat
-                                           ? openai::chat_chunk(rid, created_at, model.id,
-                                                                {{"content", ev.text}},
-                                                                FinishReason::None)
-                                           : openai::completion_chunk(rid, created_at, model.id,
-                                                                      ev.text, FinishReason::None));
+            if (ev.index < 0 || ev.index >= int(outs->size())) continue;
+            ChoiceOut& c = (*outs)[size_t(ev.index)];
+            c.completion_tokens = ev.completion_tokens;
+            st->prompt_tokens = ev.prompt_tokens;
+            const json lp = event_logprobs(c, ev);
+            if (c.chat) {
+              // The event's text through the splitter and parser; at the end, what they held.
+              openai::ChatOutput::Delta d = c.chat->push(ev.text);
+              if (ev.done) {
+                openai::ChatOutput::Delta f = c.chat->finish();
+                d.reasoning += f.reasoning;
+                d.content += f.content;
+                for (auto& call : f.calls) d.calls.push_back(std::move(call));
+              }
+              if (!d.empty() || !lp.is_null()) {
+                json delta = openai::ChatOutput::delta_json(d);
+                if (delta.empty()) delta["content"] = "";
+                out += openai::sse_event(openai::chat_chunk(rid, created_at, model.id, delta,
+                                                            FinishReason::None, c.index, lp));
+              }
+            } else if (!ev.text.empty() || !lp.is_null()) {
+              out += openai::sse_event(openai::completion_chunk(rid, created_at, model.id, ev.text,
+                                                                FinishReason::None, c.index, lp));
+            }
             if (!ev.done) continue;
+            c.done = true;
+            c.finish = ev.finish_reason;
             out += openai::sse_event(
-                e == Endpoint::Chat
-                    ? openai::chat_chunk(rid, created_at, model.id, json::object(),
-                                         ev.finish_reason)
-                    : openai::completion_chunk(rid, created_at, model.id, "", ev.finish_reason));
-            if (include_usage)
-              out += openai::sse_event(openai::usage_chunk(
-                  e, rid, created_at, model.id, {ev.prompt_tokens, ev.completion_tokens}));
+                c.chat ? openai::chat_chunk(
+                             rid, created_at, model.id, json::object(), ev.finish_reason, c.index,
+                             nullptr,
+                             c.chat->has_tool_calls() && ev.finish_reason == FinishReason::Stop)
+                       : openai::completion_chunk(rid, created_at, model.id, "", ev.finish_reason,
+                                                  c.index));
+          }
+          if (all_done && !st->finished) {
+            if (include_usage) {
+              openai::Usage u = usage();
+              u.prompt_tokens = st->prompt_tokens;
+              out += openai::sse_event(openai::usage_chunk(e, rid, created_at, model.id, u));
+            }
             out += openai::kSseDone;
             st->finished = true;
           }
@@ -324,10 +431,15 @@ struct HttpServer::Impl {
                             .count();
       std::string line = fmt::format("serve: {} {} {} {:.0f} ms", q.method.empty() ? "-" : q.method,
                                      q.path.empty() ? "-" : q.path, r.status, ms);
-      if (rec.generation)
-        line += fmt::format(
-            " prompt {} completion {} finish {}", rec.prompt_tokens, rec.completion_tokens,
-            rec.finish == FinishReason::None ? "disconnected" : enum_word(rec.finish));
+      if (rec.generation) {
+        // One finish per choice, comma-separated when n > 1.
+        std::string finish;
+        for (FinishReason f : rec.finish)
+          finish += (finish.empty() ? "" : ",") +
+                    std::string(f == FinishReason::None ? "disconnected" : enum_word(f));
+        line += fmt::format(" prompt {} completion {} finish {}", rec.prompt_tokens,
+                            rec.completion_tokens, finish.empty() ? "disconnected" : finish);
+      }
       if (!rec.model.empty())
         line += fmt::format(" model '{}' (served as {})", rec.model, model.id);
       if (!q.remote_addr.empty()) line += " client " + q.remote_addr;

@@ -93,8 +93,12 @@ async function main() {
   await expectError("temperature -1", 400, () =>
     client.completions.create({ model, prompt: "x", max_tokens: 2, temperature: -1 }));
   await expectError("unknown model id", 404, () => client.models.retrieve("no-such-model"));
-  await expectError("n = 2", 400, () =>
-    client.chat.completions.create({ model, messages, max_tokens: 2, n: 2 }));
+  await expectError("n = 9", 400, () =>
+    client.chat.completions.create({ model, messages, max_tokens: 2, n: 9 }));
+  // n = 3: three choices, indexed.
+  const three = await client.chat.completions.create({ model, messages, max_tokens: 3, n: 3 });
+  check(three.choices.length === 3 && three.choices.every((c, i) => c.index === i),
+        `n = 3: ${JSON.stringify(three.choices)}`);
 
   // A client configured with another model's name is served by this server's model.
   const other = await client.completions.create({ model: "no-such-model", prompt: "x",

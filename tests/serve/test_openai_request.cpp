@@ -126,13 +126,28 @@ TEST(OpenAiParse, CompletionRejections) {
   std::string long_prompt(300, 'z');
   expect_rejected(R"({"prompt":")" + long_prompt + R"("})", 400, "prompt",
                   "context_length_exceeded");
-  expect_rejected(R"({"prompt":"x","n":2})", 400, "n");
+  expect_rejected(R"({"prompt":"x","n":0})", 400, "n");
+  expect_rejected(R"({"prompt":"x","n":9})", 400, "n");
+  expect_rejected(R"({"prompt":"x","n":"two"})", 400, "n");
   expect_rejected(R"({"prompt":"x","best_of":3})", 400, "best_of");
+  expect_rejected(R"({"prompt":"x","n":2,"best_of":3})", 400, "best_of");
   expect_rejected(R"({"prompt":"x","echo":true})", 400, "echo");
-  expect_rejected(R"({"prompt":"x","logprobs":2})", 400, "logprobs");
-  expect_rejected(R"({"prompt":"x","frequency_penalty":0.5})", 400, "frequency_penalty");
-  expect_rejected(R"({"prompt":"x","presence_penalty":-1})", 400, "presence_penalty");
-  expect_rejected(R"({"prompt":"x","logit_bias":{"5":10}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logprobs":6})", 400, "logprobs");
+  expect_rejected(R"({"prompt":"x","logprobs":-1})", 400, "logprobs");
+  expect_rejected(R"({"prompt":"x","logprobs":true})", 400, "logprobs");
+  expect_rejected(R"({"prompt":"x","frequency_penalty":2.5})", 400, "frequency_penalty");
+  expect_rejected(R"({"prompt":"x","presence_penalty":-2.01})", 400, "presence_penalty");
+  expect_rejected(R"({"prompt":"x","frequency_penalty":"lots"})", 400, "frequency_penalty");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"5":101}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"5":"up"}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"five":1}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"5x":1}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"1024":1}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":{"-1":1}})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","logit_bias":[5]})", 400, "logit_bias");
+  expect_rejected(R"({"prompt":"x","stop_token_ids":[1024]})", 400, "stop_token_ids");
+  expect_rejected(R"({"prompt":"x","stop_token_ids":["a"]})", 400, "stop_token_ids");
+  expect_rejected(R"({"prompt":"x","stop_token_ids":5})", 400, "stop_token_ids");
   expect_rejected(R"({"prompt":"x","stop":["a","b","c","d","e"]})", 400, "stop");
   expect_rejected(R"({"prompt":"x","stop":[""]})", 400, "stop");
   expect_rejected(R"({"prompt":"x","stop":5})", 400, "stop");
@@ -181,7 +196,54 @@ TEST(OpenAiParse, ChatRejections) {
                   400, "tools", "", true);
   expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1000})", 400,
                   "max_tokens", "context_length_exceeded", true);
-  expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"n":2})", 400, "n", "", true);
+  expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"n":9})", 400, "n", "", true);
+  expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"logprobs":1})", 400, "logprobs",
+                  "", true);
+  expect_rejected(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})", 400,
+                  "top_logprobs", "", true);
+  expect_rejected(
+      R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", 400,
+      "top_logprobs", "", true);
+}
+
+// The OpenAI controls map onto the generation request: n choices, logprobs in both endpoints'
+// shapes, penalties, logit_bias (keys are token id strings), stop strings and stop_token_ids.
+TEST(OpenAiParse, ChoicesLogprobsPenaltiesBiasAndStopIds) {
+  ParsedRequest r = parse_completion_request(
+      R"({"prompt":"x","n":3,"logprobs":2,"frequency_penalty":0.5,"presence_penalty":-1.5,
+          "logit_bias":{"5":10,"7":-100},"stop_token_ids":[9,11],"stop":"zz","seed":4})",
+      served());
+  EXPECT_EQ(r.gen.n, 3);
+  EXPECT_EQ(r.gen.sampling.top_logprobs, 2);
+  EXPECT_EQ(r.gen.sampling.frequency_penalty, 0.5);
+  EXPECT_EQ(r.gen.sampling.presence_penalty, -1.5);
+  ASSERT_EQ(r.gen.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.gen.sampling.logit_bias[0], (std::pair<int32_t, float>{5, 10.f}));
+  EXPECT_EQ(r.gen.sampling.logit_bias[1], (std::pair<int32_t, float>{7, -100.f}));
+  EXPECT_EQ(r.gen.sampling.stop_ids, (std::vector<int32_t>{9, 11}));
+  EXPECT_EQ(r.gen.sampling.stop, (std::vector<std::string>{"zz"}));
+  EXPECT_EQ(r.gen.sampling.seed, 4u);
+  // Off by default; logprobs 0: the chosen token's alone; best_of equal to n is fine.
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x"})", served()).gen.sampling.top_logprobs, -1);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x"})", served()).gen.n, 1);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x","logprobs":0,"n":2,"best_of":2})", served())
+                .gen.sampling.top_logprobs,
+            0);
+  EXPECT_EQ(parse_completion_request(R"({"prompt":"x","logprobs":null})", served())
+                .gen.sampling.top_logprobs,
+            -1);
+
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(
+      parse_chat_request("{" + msgs + R"(,"logprobs":true})", served()).gen.sampling.top_logprobs,
+      0);
+  EXPECT_EQ(parse_chat_request("{" + msgs + R"(,"logprobs":true,"top_logprobs":20})", served())
+                .gen.sampling.top_logprobs,
+            20);
+  EXPECT_EQ(
+      parse_chat_request("{" + msgs + R"(,"logprobs":false})", served()).gen.sampling.top_logprobs,
+      -1);
+  EXPECT_EQ(parse_chat_request("{" + msgs + R"(,"n":8})", served()).gen.n, 8);
 }
 
 // One model is served whatever name a request gives (as llama.cpp's server does): clients

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -300,7 +301,7 @@ TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 5000}}), 400, "max_tokens",
                "context_length_exceeded");
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"temperature", -1}}), 400, "temperature");
-  expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 2}}), 400, "n");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"n", 9}}), 400, "n");
   expect_error(post("/v1/completions", {{"prompt", {"a", "b"}}}), 400, "prompt");
   expect_error(
       post("/v1/chat/completions", {{"messages", {{{"role", "robot"}, {"content", "x"}}}}}), 400,
@@ -310,6 +311,144 @@ TEST_F(ServeTest, BadRequestsGetOpenAiErrors) {
   expect_error(request("GET", "/v1/completions"), 405);
   expect_error(request("POST", "/health", "{}"), 405);
   expect_error(request("POST", "/v1/completions", std::string(9 << 20, ' ')), 413);
+}
+
+// n choices: each with its index, choice 0 what the same request gives with n = 1 (the engine
+// draws choice i from stream i of the seed), the usage summing every choice's tokens; streamed,
+// each chunk names its choice and every choice ends with its own finish chunk.
+TEST_F(ServeTest, ChoicesNonStreamingAndStreaming) {
+  const json body = {{"prompt", "In the beginning"},
+                     {"max_tokens", 6},
+                     {"seed", 17},
+                     {"temperature", 1},
+                     {"ignore_eos", true}};
+  json b3 = body;
+  b3["n"] = 3;
+  const Http one = post("/v1/completions", body), three = post("/v1/completions", b3);
+  ASSERT_EQ(three.status, 200) << three.body;
+  ASSERT_EQ(three.j["choices"].size(), 3u) << three.body;
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(three.j["choices"][i]["index"], i);
+    EXPECT_EQ(three.j["choices"][i]["finish_reason"], "length");
+    texts.insert(three.j["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GT(texts.size(), 1u) << "three draws at temperature 1 were all equal: " << three.body;
+  EXPECT_EQ(three.j["choices"][0]["text"], one.j["choices"][0]["text"]);
+  EXPECT_EQ(three.j["usage"]["completion_tokens"], 18);
+  EXPECT_EQ(three.j["usage"]["prompt_tokens"], one.j["usage"]["prompt_tokens"]);
+
+  json chat = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+               {"max_tokens", 5},
+               {"seed", 3},
+               {"ignore_eos", true},
+               {"n", 3}};
+  const Http plain = post("/v1/chat/completions", chat);
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  ASSERT_EQ(plain.j["choices"].size(), 3u);
+  chat["stream"] = true;
+  chat["stream_options"] = {{"include_usage", true}};
+  const Http h = post("/v1/chat/completions", chat);
+  ASSERT_EQ(h.status, 200);
+  std::vector<std::string> content(3);
+  std::vector<int> finishes(3, 0), roles(3, 0);
+  json usage;
+  const std::vector<std::string> ev = events(h.body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back(), "[DONE]");
+  for (const std::string& e : ev) {
+    if (e == "[DONE]") continue;
+    const json c = json::parse(e);
+    if (c.contains("usage")) {
+      usage = c["usage"];
+      continue;
+    }
+    const int i = c["choices"][0]["index"];
+    ASSERT_TRUE(i >= 0 && i < 3) << e;
+    const json& d = c["choices"][0]["delta"];
+    if (d.value("role", "") == "assistant") ++roles[size_t(i)];
+    content[size_t(i)] += d.value("content", "");
+    if (!c["choices"][0]["finish_reason"].is_null()) ++finishes[size_t(i)];
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(roles[size_t(i)], 1) << i;
+    EXPECT_EQ(finishes[size_t(i)], 1) << i;
+    EXPECT_EQ(content[size_t(i)], plain.j["choices"][i]["message"]["content"]) << i;
+  }
+  EXPECT_EQ(usage["completion_tokens"], 15) << h.body;
+}
+
+// logprobs: completions' legacy shape and chat's, one entry per generated token, the chosen
+// token's logprob among its alternatives, alternatives most likely first, all ≤ 0; greedy picks
+// the most likely.
+TEST_F(ServeTest, Logprobs) {
+  const Http c = post("/v1/completions", {{"prompt", "In the beginning"},
+                                          {"max_tokens", 5},
+                                          {"temperature", 0},
+                                          {"ignore_eos", true},
+                                          {"logprobs", 3}});
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json& lp = c.j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << c.body;
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  ASSERT_EQ(lp["text_offset"].size(), 5u);
+  std::string joined;
+  for (size_t t = 0; t < 5; ++t) {
+    EXPECT_EQ(lp["text_offset"][t], int64_t(joined.size()));
+    joined += lp["tokens"][t].get<std::string>();
+    const float l = lp["token_logprobs"][t];
+    EXPECT_LE(l, 0.f);
+    const json& top = lp["top_logprobs"][t];
+    EXPECT_LE(top.size(), 4u);
+    ASSERT_TRUE(top.contains(lp["tokens"][t].get<std::string>())) << top.dump();
+    for (const auto& [tok, v] : top.items()) EXPECT_LE(v.get<float>(), l + 1e-6f) << top.dump();
+  }
+  EXPECT_EQ(joined, c.j["choices"][0]["text"]);
+
+  const Http h =
+      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                    {"max_tokens", 4},
+                                    {"temperature", 0},
+                                    {"ignore_eos", true},
+                                    {"logprobs", true},
+                                    {"top_logprobs", 5}});
+  ASSERT_EQ(h.status, 200) << h.body;
+  const json& content = h.j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 4u) << h.body;
+  for (const json& t : content) {
+    ASSERT_EQ(t["top_logprobs"].size(), 5u) << t.dump();
+    EXPECT_EQ(t["top_logprobs"][0]["logprob"], t["logprob"]) << t.dump();  // greedy: the top one
+    for (size_t k = 1; k < 5; ++k)
+      EXPECT_LE(t["top_logprobs"][k]["logprob"].get<float>(),
+                t["top_logprobs"][k - 1]["logprob"].get<float>());
+    EXPECT_TRUE(t["bytes"].is_array());
+  }
+  // Without the fields: null.
+  EXPECT_TRUE(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}})
+                  .j["choices"][0]["logprobs"]
+                  .is_null());
+}
+
+// logit_bias and stop_token_ids act on token ids: +100 on one id makes greedy pick it every time;
+// that id as a stop id ends the completion before it is emitted.
+TEST_F(ServeTest, LogitBiasAndStopTokenIds) {
+  const json forced = {{"prompt", {5, 6, 7}}, {"max_tokens", 4}, {"temperature", 0},
+                       {"ignore_eos", true},  {"logprobs", 0},   {"logit_bias", {{"42", 100}}}};
+  const Http f = post("/v1/completions", forced);
+  ASSERT_EQ(f.status, 200) << f.body;
+  const json& toks = f.j["choices"][0]["logprobs"]["tokens"];
+  ASSERT_EQ(toks.size(), 4u) << f.body;
+  for (const json& t : toks) EXPECT_EQ(t, toks[0]) << f.body;
+  json stopped = forced;
+  stopped["stop_token_ids"] = {42};
+  const Http s = post("/v1/completions", stopped);
+  ASSERT_EQ(s.status, 200) << s.body;
+  EXPECT_EQ(s.j["choices"][0]["text"], "");
+  EXPECT_EQ(s.j["choices"][0]["finish_reason"], "stop");
+  json penalised = {
+      {"prompt", "In the beginning"}, {"max_tokens", 8},        {"temperature", 0},
+      {"ignore_eos", true},           {"frequency_penalty", 2}, {"presence_penalty", 2}};
+  EXPECT_EQ(post("/v1/completions", penalised).status, 200);
 }
 
 // Hostile requests: each a 400, the server still up.
