@@ -44,7 +44,16 @@ struct ChatError : Error {
 };
 
 enum class ChatFormat { ModelTemplate, BuiltinChatML, Transcript };
+// Whether the model reasons before it answers: the template argument enable_thinking, which
+// `zaya chat --reasoning` and `zaya serve --reasoning` set by default.
+enum class Reasoning { On, Off };
 }  // namespace zaya::chat
+
+template <>
+struct zaya::EnumWords<zaya::chat::Reasoning> {
+  static constexpr std::pair<zaya::chat::Reasoning, std::string_view> words[] = {
+      {zaya::chat::Reasoning::On, "on"}, {zaya::chat::Reasoning::Off, "off"}};
+};
 
 template <>
 struct zaya::EnumWords<zaya::chat::ChatFormat> {

@@ -32,17 +32,7 @@
 #include "infer/model_files.h"
 #include "io/file.h"
 
-namespace zaya {
-
-// Whether the model thinks before it answers (the template argument enable_thinking).
-enum class ReasoningSwitch { On, Off };
-template <>
-struct EnumWords<ReasoningSwitch> {
-  static constexpr std::pair<ReasoningSwitch, std::string_view> words[] = {
-      {ReasoningSwitch::On, "on"}, {ReasoningSwitch::Off, "off"}};
-};
-
-namespace cli {
+namespace zaya::cli {
 
 namespace {
 
@@ -52,7 +42,7 @@ struct ChatArgs {
   std::string model, tokenizer, chat_template, system, prompt;
   SamplingFlags flags;
   int64_t max_tokens = 0, max_context = 0;
-  ReasoningSwitch reasoning = ReasoningSwitch::On;
+  chat::Reasoning reasoning = chat::Reasoning::On;
   bool bf16 = false, quiet = false;
 };
 
@@ -156,7 +146,7 @@ class ChatSession {
     eo.max_context = ctx.tokens;
     eo.eos_ids = eos_ids(c, extras, tok_.get());
     engine_ = std::make_unique<Engine>(*model_, tok_.get(), eo);
-    thinking_ = a.reasoning == ReasoningSwitch::On;
+    thinking_ = a.reasoning == chat::Reasoning::On;
     if (!a.system.empty()) system_ = a.system;
     log_info("chat: {} ({}, {}), context {} tokens", mp.dir, tmpl_->origin,
              enum_word(tmpl_->format), engine_->max_context());
@@ -346,5 +336,4 @@ Action add_chat_command(CLI::App& app) {
   return [a] { return run_chat(*a); };
 }
 
-}  // namespace cli
-}  // namespace zaya
+}  // namespace zaya::cli

@@ -52,17 +52,6 @@
 #include "serve/server.h"
 
 namespace zaya::cli {
-// --reasoning: whether the chat template's reasoning (enable_thinking) is on by default.
-enum class ReasoningMode { On, Off };
-}  // namespace zaya::cli
-
-template <>
-struct zaya::EnumWords<zaya::cli::ReasoningMode> {
-  static constexpr std::pair<zaya::cli::ReasoningMode, std::string_view> words[] = {
-      {zaya::cli::ReasoningMode::On, "on"}, {zaya::cli::ReasoningMode::Off, "off"}};
-};
-
-namespace zaya::cli {
 
 namespace {
 
@@ -70,7 +59,7 @@ struct ServeArgs {
   std::string model, host = "127.0.0.1", model_name, tokenizer;
   std::vector<std::string> api_keys;
   std::string api_key_file, ssl_cert, ssl_key, chat_template;
-  ReasoningMode reasoning = ReasoningMode::On;
+  chat::Reasoning reasoning = chat::Reasoning::On;
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
   int threads = 0, http_threads = 0;
@@ -205,7 +194,7 @@ int run_serve(const ServeArgs& a) {
   served.bos_id = bos_id(c, extras, &tok);
   served.defaults = default_sampling(extras);
   served.chat_template = &chat_template;
-  if (a.reasoning == ReasoningMode::Off) served.chat_kwargs["enable_thinking"] = false;
+  if (a.reasoning == chat::Reasoning::Off) served.chat_kwargs["enable_thinking"] = false;
   served.eos_ids = eo.eos_ids;
   served.vocab_index = lazy_vocab_index(tok);
   if (a.temperature) served.defaults.temperature = *a.temperature;
