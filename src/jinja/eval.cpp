@@ -348,28 +348,40 @@ void Evaluator::exec_set(const Stmt& s, const ScopePtr& scope) {
 }
 
 Value Evaluator::call_macro(const Stmt& def, const std::weak_ptr<Scope>& closure, Args& args,
-                            const Value& caller, const Expr& at) {
+                            const Value& caller, const Expr&) {
+  for (const auto& [k, v] : args.kw) {
+    bool known = false;
+    for (const auto& [pn, pd] : def.params) known = known || pn == k;
+    if (!known) throw ValueError("macro '" + def.text + "' takes no keyword argument '" + k + "'");
+  }
+  return call_body(def, closure, args, "macro calls", " (runaway recursion?)",
+                   "macro '" + def.text + "'", caller);
+}
+
+Value Evaluator::call_caller(const Stmt& block, const std::weak_ptr<Scope>& site, Args& args,
+                             const Expr&) {
+  return call_body(block, site, args, "caller() calls", "", "caller", Value());
+}
+
+Value Evaluator::call_body(const Stmt& def, const std::weak_ptr<Scope>& parent, Args& args,
+                           const char* calls, const char* hint, const std::string& who,
+                           const Value& caller) {
   if (++calls_ > opts_.max_depth) {
     --calls_;
-    throw ValueError("macro calls nested deeper than " + std::to_string(opts_.max_depth) +
-                     " (runaway recursion?)");
+    throw ValueError(std::string(calls) + " nested deeper than " + std::to_string(opts_.max_depth) +
+                     hint);
   }
   struct Dec {
     int& c;
     ~Dec() { --c; }
   } dec{calls_};
   auto scope = std::make_shared<Scope>();
-  scope->parent = closure.lock();
+  scope->parent = parent.lock();
   if (!scope->parent) scope->parent = root_;
   const auto& params = def.params;
   if (args.pos.size() > params.size())
-    throw ValueError("macro '" + def.text + "' takes not more than " +
-                     std::to_string(params.size()) + " argument(s)");
-  for (const auto& [k, v] : args.kw) {
-    bool known = false;
-    for (const auto& [pn, pd] : params) known = known || pn == k;
-    if (!known) throw ValueError("macro '" + def.text + "' takes no keyword argument '" + k + "'");
-  }
+    throw ValueError(who + " takes not more than " + std::to_string(params.size()) +
+                     " argument(s)");
   for (size_t k = 0; k < params.size(); ++k) {
     const auto& [pn, pd] = params[k];
     if (args.has(k, pn))
@@ -381,35 +393,6 @@ Value Evaluator::call_macro(const Stmt& def, const std::weak_ptr<Scope>& closure
   }
   if (caller.kind != Kind::Undefined) scope->set("caller", caller);
   return Value::string(capture(def.bodies[0], scope));
-}
-
-Value Evaluator::call_caller(const Stmt& block, const std::weak_ptr<Scope>& site, Args& args,
-                             const Expr& at) {
-  if (++calls_ > opts_.max_depth) {
-    --calls_;
-    throw ValueError("caller() calls nested deeper than " + std::to_string(opts_.max_depth));
-  }
-  struct Dec {
-    int& c;
-    ~Dec() { --c; }
-  } dec{calls_};
-  auto scope = std::make_shared<Scope>();
-  scope->parent = site.lock();
-  if (!scope->parent) scope->parent = root_;
-  const auto& params = block.params;
-  if (args.pos.size() > params.size())
-    throw ValueError("caller takes not more than " + std::to_string(params.size()) +
-                     " argument(s)");
-  for (size_t k = 0; k < params.size(); ++k) {
-    const auto& [pn, pd] = params[k];
-    if (args.has(k, pn))
-      scope->set(pn, args.get(k, pn));
-    else if (pd)
-      scope->set(pn, eval(*pd, scope));
-    else
-      scope->set(pn, Value::undefined("parameter '" + pn + "' was not provided"));
-  }
-  return Value::string(capture(block.bodies[0], scope));
 }
 
 // ---- expressions -------------------------------------------------------------------------------

@@ -68,6 +68,11 @@ class Evaluator {
                    const Value& caller, const Expr& at);
   Value call_caller(const Stmt& block, const std::weak_ptr<Scope>& scope, Args& args,
                     const Expr& at);
+  // Both: `def`'s body with its parameters bound to `args`, in a scope under `parent`; `calls`,
+  // `hint` and `who` name it in the depth and argument-count errors; `caller` (unless undefined)
+  // is bound as caller().
+  Value call_body(const Stmt& def, const std::weak_ptr<Scope>& parent, Args& args,
+                  const char* calls, const char* hint, const std::string& who, const Value& caller);
 
  private:
   enum class Flow { Normal, Break, Continue };
