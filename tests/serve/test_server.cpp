@@ -33,6 +33,7 @@
 #include "cli_util.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
+#include "serve/node_client.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -42,8 +43,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // The repository root (ZAYA_TEST_FIXTURES is <root>/tests/fixtures).
-const fs::path kRoot = fs::path(ZAYA_TEST_FIXTURES).parent_path().parent_path();
-
 struct Http {
   int status = 0;
   std::string body;
@@ -756,21 +755,10 @@ TEST_F(ServeTest, PortInUseIsAUserError) {
 // Needs node and the openai package (scripts/setup.sh installs both): without them it skips, a
 // failure under ZAYA_STRICT_SKIPS=1 (tests/test_skips.h).
 TEST_F(ServeTest, OfficialOpenAiNodeClient) {
-  const char* cache = std::getenv("ZAYA_NODE_CACHE");  // as scripts/fetch_openai_npm.sh reads it
-  const fs::path modules =
-      (cache && *cache ? fs::path(cache) : kRoot / "build/node-cache") / "node_modules";
-  if (std::system("node --version >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "node is not installed: run scripts/setup.sh (it installs nodejs)";
-  if (!fs::exists(modules / "openai/package.json"))
-    GTEST_SKIP() << "the openai npm package is not in " << modules.string()
-                 << ": run scripts/fetch_openai_npm.sh (scripts/setup.sh runs it)";
-  const std::string script = (kRoot / "tests/serve/openai_client.mjs").string();
+  if (const std::string missing = node_client_missing(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string log = (dir / "node.log").string();
-  const std::string cmd = "NODE_PATH=" + shell_quote(modules.string()) + " node " +
-                          shell_quote(script) + " " + shell_quote(base + "/v1") + " tiny-serve > " +
-                          log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(log);
+  EXPECT_TRUE(run_node_client("openai_client.mjs", shell_quote(base + "/v1") + " tiny-serve", log))
+      << slurp(log);
 }
 
 // Last (gtest runs a suite's tests in order): SIGTERM stops the server cleanly.

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "cli_util.h"
-#include "io/zaya_config.h"
-#include "model/model.h"
+#include "infer/whole_model_dir.h"
+#include "serve/node_client.h"
 #include "serve/serve_process.h"
 
 using namespace zaya;
@@ -26,8 +26,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kRoot = fs::path(ZAYA_TEST_FIXTURES).parent_path().parent_path();
 
 // Everything the tests write, removed at exit.
 const fs::path kScratch =
@@ -42,13 +40,8 @@ const fs::path& tiny_model() {
     const fs::path d = kScratch / "tiny-auth";
     fs::remove_all(d);
     fs::create_directories(d);
-    ZayaConfig c = load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/tiny.json");
-    c.vocab_size = 1024;
-    Model m(c);
-    m.init_random(11);
-    m.save_dir(d.string());
-    fs::copy_file(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/toy_tokenizer.json",
-                  d / "tokenizer.json");
+    tiny_toy_model(11).save_dir(d.string());
+    add_model_extras(d.string(), /*model_max_length=*/0);  // the tokenizer only
     return d;
   }();
   return dir;
@@ -232,21 +225,12 @@ TEST(ServeAuth, TlsWithAKeyServesCurlAndTheOpenAiClient) {
   EXPECT_EQ(s.request("GET", "/health", "", trust).status, 200);
 
   // The official client, trusting the certificate through NODE_EXTRA_CA_CERTS.
-  const char* cache = std::getenv("ZAYA_NODE_CACHE");  // as scripts/fetch_openai_npm.sh reads it
-  const fs::path modules =
-      (cache && *cache ? fs::path(cache) : kRoot / "build/node-cache") / "node_modules";
-  if (std::system("node --version >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "node is not installed: run scripts/setup.sh (it installs nodejs)";
-  if (!fs::exists(modules / "openai/package.json"))
-    GTEST_SKIP() << "the openai npm package is not in " << modules.string()
-                 << ": run scripts/fetch_openai_npm.sh (scripts/setup.sh runs it)";
+  if (const std::string missing = node_client_missing(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string node_log = (d / "node.log").string();
-  const std::string cmd =
-      "NODE_EXTRA_CA_CERTS=" + shell_quote(cert) + " NODE_PATH=" + shell_quote(modules.string()) +
-      " node " + shell_quote((kRoot / "tests/serve/openai_auth_client.mjs").string()) + " " +
-      shell_quote(s.base() + "/v1") + " tiny-auth sk-tls > " + node_log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(node_log);
+  EXPECT_TRUE(run_node_client("openai_auth_client.mjs",
+                              shell_quote(s.base() + "/v1") + " tiny-auth sk-tls", node_log,
+                              "NODE_EXTRA_CA_CERTS=" + shell_quote(cert) + " "))
+      << slurp(node_log);
   EXPECT_EQ(s.stop(), 0) << s.err();
 }
 

@@ -29,6 +29,7 @@
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
 #include "io/model_extras.h"
+#include "serve/node_client.h"
 #include "serve/serve_process.h"
 
 using namespace zaya;
@@ -37,8 +38,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-const fs::path kRoot = fs::path(ZAYA_TEST_FIXTURES).parent_path().parent_path();
 
 const json kNoThinking = {{"enable_thinking", false}};
 
@@ -440,21 +439,11 @@ TEST_F(ServeChatTest, CompletionsStillServed) {
 // Needs node and the openai package (scripts/setup.sh installs both): without them it skips, a
 // failure under ZAYA_STRICT_SKIPS=1 (tests/test_skips.h).
 TEST_F(ServeChatTest, OfficialOpenAiNodeClient) {
-  const char* cache = std::getenv("ZAYA_NODE_CACHE");
-  const fs::path modules =
-      (cache && *cache ? fs::path(cache) : kRoot / "build/node-cache") / "node_modules";
-  if (std::system("node --version >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "node is not installed: run scripts/setup.sh (it installs nodejs)";
-  if (!fs::exists(modules / "openai/package.json"))
-    GTEST_SKIP() << "the openai npm package is not in " << modules.string()
-                 << ": run scripts/fetch_openai_npm.sh (scripts/setup.sh runs it)";
-  const std::string script = (kRoot / "tests/serve/openai_chat_client.mjs").string();
+  if (const std::string missing = node_client_missing(); !missing.empty()) GTEST_SKIP() << missing;
   const std::string log = (dir / "node_chat.log").string();
-  const std::string cmd = "NODE_PATH=" + shell_quote(modules.string()) + " node " +
-                          shell_quote(script) + " " + shell_quote(server->base() + "/v1") +
-                          " zaya-chat > " + log + " 2>&1";
-  const int status = std::system(cmd.c_str());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(log);
+  EXPECT_TRUE(run_node_client("openai_chat_client.mjs",
+                              shell_quote(server->base() + "/v1") + " zaya-chat", log))
+      << slurp(log);
 }
 
 }  // namespace
