@@ -84,16 +84,6 @@ void reject_unsupported(const json& j, Endpoint e) {
         bad(k, fmt::format("'{}' is the deprecated form: use 'tools' and 'tool_choice'", k));
 }
 
-// What a model without a chat template (the plain transcript) cannot do.
-void reject_without_template(const json& j) {
-  for (const char* k : {"tools", "tool_choice"})
-    if (present(j, k) && !(j[k].is_array() && j[k].empty()) &&
-        !(j[k].is_string() && j[k] == "none"))
-      bad(k, fmt::format("'{}' is not supported: this model has no chat template, so no "
-                         "tool calling",
-                         k));
-}
-
 // response_format on /v1/completions: only text (structured output is a chat feature here).
 void reject_response_format(const json& j) {
   if (present(j, "response_format")) {
@@ -329,55 +319,6 @@ std::vector<int32_t> parse_prompt(const json& j, const ServedModel& m) {
   return ids;
 }
 
-std::string message_content(const json& msg, size_t i) {
-  const std::string where = fmt::format("messages[{}].content", i);
-  if (!msg.contains("content") || msg["content"].is_null()) {
-    if (msg.value("role", "") == "assistant") return "";
-    bad(where, fmt::format("'{}' is required", where));
-  }
-  const json& c = msg["content"];
-  if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array())
-    bad(where, fmt::format("'{}' must be a string or an array of text parts", where));
-  std::string text;
-  for (const json& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-        !part["text"].is_string())
-      bad(where, fmt::format("'{}': only parts of the form {{\"type\": \"text\", \"text\": "
-                             "\"...\"}} are supported",
-                             where));
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-}  // namespace
-
-std::string chat_prompt_text(const json& messages) {
-  if (!messages.is_array() || messages.empty())
-    bad("messages", "'messages' must be a non-empty array of {role, content} objects");
-  std::string text;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const json& msg = messages[i];
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-      bad(fmt::format("messages[{}].role", i),
-          fmt::format("messages[{}] must be an object with a string 'role'", i));
-    const std::string role = msg["role"].get<std::string>();
-    const char* label = role == "system" || role == "developer" ? "System"
-                        : role == "user"                        ? "User"
-                        : role == "assistant"                   ? "Assistant"
-                                                                : nullptr;
-    if (!label)
-      bad(fmt::format("messages[{}].role", i),
-          fmt::format("messages[{}].role '{}' is not one of system, developer, user, assistant", i,
-                      role));
-    text += fmt::format("{}: {}\n\n", label, message_content(msg, i));
-  }
-  return text + "Assistant:";
-}
-
-namespace {
-
 // A JSON value of an unexpected type deep inside a field (nlohmann's type_error from value(), at(),
 // get<>) is the client's fault too: 400, never the server's 500.
 template <class F>
@@ -504,8 +445,8 @@ std::shared_ptr<const grammar::Grammar> parse_response_format(const ojson& j) {
 
 // Chat through the model's template (chat/chat_template.h): the rendered prompt, tokenized with
 // its special tokens; the output plan (reasoning, tool calls) and any grammar constraint.
-void templated_chat(ParsedRequest& r, const json& j, std::string_view body, const ServedModel& m) {
-  const chat::ChatTemplate& tpl = *m.chat_template;
+void templated_chat(ParsedRequest& r, const json& j, std::string_view body, const ServedModel& m,
+                    const chat::ChatTemplate& tpl) {
   ojson oj;
   try {
     oj = parse_json_ordered(body);
@@ -589,14 +530,14 @@ ParsedRequest chat_request(std::string_view body, const ServedModel& m) {
   r.gen.sampling.top_logprobs = parse_logprobs(j, r.endpoint);
   parse_token_controls(j, m, r.gen.sampling);
   if (!present(j, "messages")) bad("messages", "'messages' is required");
-  if (m.chat_template) {
-    templated_chat(r, j, body, m);
-  } else {
-    reject_without_template(j);
-    reject_response_format(j);
-    append_text(r.gen.prompt, chat_prompt_text(j["messages"]), m, true);
-    r.gen.sampling.stop.push_back(kChatStop);
-  }
+  // A server without a chat format given (unit tests) serves the plain transcript, as a model
+  // directory that declares none does.
+  static const chat::ChatTemplate kTranscript = [] {
+    chat::ChatTemplate t;
+    t.origin = "no chat template";
+    return t;
+  }();
+  templated_chat(r, j, body, m, m.chat_template ? *m.chat_template : kTranscript);
   finish_sampling(r, j, m, m.max_context);
   return r;
 }

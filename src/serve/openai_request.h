@@ -37,8 +37,8 @@
 // transcript of a base model,
 //   <bos>System: {content}\n\nUser: {content}\n\nAssistant: {content}\n\n … Assistant:
 // with "\nUser:" always among the stop strings ("developer" messages are rendered as System; the
-// reply usually starts with a space, as the model continues "Assistant:"). Without a
-// chat_template (unit tests) the parser renders that transcript itself.
+// reply usually starts with a space, as the model continues "Assistant:"). A ServedModel
+// without a chat_template (unit tests) gets that transcript.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -116,10 +116,6 @@ struct ParsedRequest {
 // Throw ApiError (400 for malformed or invalid input).
 ParsedRequest parse_completion_request(std::string_view body, const ServedModel& m);
 ParsedRequest parse_chat_request(std::string_view body, const ServedModel& m);
-
-// The chat template above, as text (without <bos>; the parser prepends its id).
-std::string chat_prompt_text(const nlohmann::json& messages);
-inline constexpr const char* kChatStop = "\nUser:";
 
 inline constexpr int kMaxChoices = 8;             // n
 inline constexpr int kMaxTopLogprobs = 20;        // chat top_logprobs

@@ -178,8 +178,12 @@ TEST(OpenAiParse, ChatTemplateAndStop) {
           R"({"max_completion_tokens":2,"messages":[{"role":"user","content":"x"}]})", served())
           .gen.sampling.max_new_tokens,
       2);
-  EXPECT_EQ(chat_prompt_text(json::parse(R"([{"role":"developer","content":"d"}])")),
-            "System: d\n\nAssistant:");
+  // "developer" is rendered as System.
+  std::vector<int32_t> developer = {toy().bos_id()};
+  toy().encode("System: d\n\nAssistant:", developer);
+  EXPECT_EQ(parse_chat_request(R"({"messages":[{"role":"developer","content":"d"}]})", served())
+                .gen.prompt,
+            developer);
 }
 
 TEST(OpenAiParse, ChatRejections) {
@@ -295,8 +299,8 @@ TEST(OpenAiParse, HostileRequestsAre400s) {
   expect_rejected(R"({"prompt":"x","max_tokens":)" + std::string(100'000, '[') + "}", 400, "");
   // Wrongly typed values deep inside (nlohmann's type errors).
   expect_rejected(R"({"prompt":"x","response_format":{"type":5}})", 400, "");
-  expect_rejected(R"({"messages":[{"role":"user","content":[{"type":7,"text":"a"}]}]})", 400, "",
-                  "", true);
+  expect_rejected(R"({"messages":[{"role":"user","content":[{"type":7,"text":"a"}]}]})", 400,
+                  "messages[0].content", "", true);
   expect_rejected(R"({"messages":[{"role":"assistant","content":[{"type":"text","text":1}]}]})",
                   400, "messages[0].content", "", true);
 }

@@ -98,9 +98,13 @@ TEST(OpenAiChatParse, TranscriptKeepsBosStopAndMessageParams) {
   const ServedModel m = served(transcript());
   const ParsedRequest r = parse_chat_request(json{{"messages", kUser}}.dump(), m);
   std::vector<int32_t> want = {toy().bos_id()};
-  toy().encode(chat_prompt_text(kUser), want);
+  toy().encode(transcript().render(ojson(kUser), nullptr, true, ojson::object()), want);
   EXPECT_EQ(r.gen.prompt, want);
-  EXPECT_EQ(r.gen.sampling.stop, std::vector<std::string>{kChatStop});
+  EXPECT_EQ(r.gen.sampling.stop, std::vector<std::string>{"\nUser:"});
+  // A server given no chat format serves the same transcript.
+  ServedModel none = m;
+  none.chat_template = nullptr;
+  EXPECT_EQ(parse_chat_request(json{{"messages", kUser}}.dump(), none).gen.prompt, want);
   EXPECT_FALSE(r.chat.split_reasoning);
   EXPECT_EQ(rejection({{"messages", {{{"role", "robot"}, {"content", "x"}}}}}, m).param,
             "messages[0].role");
