@@ -23,29 +23,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gemma3_tokenizer.h"
 #include "io/model_dir.h"
 #include "io/zaya_config.h"
 #include "model/model.h"
 #include "test_paths.h"
 
 namespace zaya::test {
-
-// Where the Gemma 3 tokenizer is: $ZAYA_GEMMA3_TOKENIZER, else $ZAYA_CACHE/gemma3/, else the
-// repository's build/tokenizer-cache/gemma3/.
-inline std::string gemma3_tokenizer_path() {
-  if (const char* p = std::getenv("ZAYA_GEMMA3_TOKENIZER")) return p;
-  if (const char* c = std::getenv("ZAYA_CACHE")) return std::string(c) + "/gemma3/tokenizer.json";
-  return (std::filesystem::path(ZAYA_TEST_FIXTURES) /
-          "../../build/tokenizer-cache/gemma3/tokenizer.json")
-      .lexically_normal()
-      .string();
-}
-
-// The skip message of a test that needs the Gemma 3 tokenizer and does not find it.
-inline std::string gemma3_missing_message() {
-  return "Gemma 3 tokenizer.json not found at " + gemma3_tokenizer_path() +
-         "; run scripts/fetch_gemma3_tokenizer.sh (scripts/setup.sh does)";
-}
 
 // ZAYA's special tokens and the ids they have in ZAYA1-8B's tokenizer.
 inline const std::pair<int, const char*> kZayaSpecialTokens[] = {

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "data/tokenizer.h"
+#include "gemma3_tokenizer.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -21,13 +22,6 @@ using namespace zaya::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string gemma3_path() {
-  if (const char* p = std::getenv("ZAYA_GEMMA3_TOKENIZER")) return p;
-  if (const char* c = std::getenv("ZAYA_CACHE")) return std::string(c) + "/gemma3/tokenizer.json";
-  return (fs::path(ZAYA_TEST_FIXTURES) / "../../build/tokenizer-cache/gemma3/tokenizer.json")
-      .string();
-}
 
 struct Corpus {
   std::vector<std::string> docs;
@@ -63,19 +57,9 @@ const Corpus& corpus() {
   return c;
 }
 
-const Tokenizer* gemma3() {
-  static const std::optional<Tokenizer> tok = []() -> std::optional<Tokenizer> {
-    if (!fs::exists(gemma3_path())) return std::nullopt;
-    return Tokenizer::load(gemma3_path());
-  }();
-  return tok ? &*tok : nullptr;
-}
-
-#define REQUIRE_GEMMA3()                                                               \
-  const Tokenizer* tok_ptr = gemma3();                                                 \
-  if (!tok_ptr)                                                                        \
-    GTEST_SKIP() << "Gemma 3 tokenizer.json not found at " << gemma3_path()            \
-                 << "; run scripts/fetch_gemma3_tokenizer.sh (scripts/setup.sh does)"; \
+#define REQUIRE_GEMMA3()                                  \
+  const Tokenizer* tok_ptr = gemma3_tokenizer();          \
+  if (!tok_ptr) GTEST_SKIP() << gemma3_missing_message(); \
   const Tokenizer& tok = *tok_ptr
 
 std::string show(const std::vector<int32_t>& v, size_t from, size_t n) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "gemma3_tokenizer.h"
 #include "grammar/token_mask.h"
 #include "test_paths.h"
 
@@ -33,35 +34,17 @@ inline const grammar::VocabIndex& toy_vocab() {
   return v;
 }
 
-// As tests/data/test_tokenizer_gemma3.cpp finds it.
-inline std::string gemma3_path() {
-  if (const char* p = std::getenv("ZAYA_GEMMA3_TOKENIZER")) return p;
-  if (const char* c = std::getenv("ZAYA_CACHE")) return std::string(c) + "/gemma3/tokenizer.json";
-  return (std::filesystem::path(ZAYA_TEST_FIXTURES) /
-          "../../build/tokenizer-cache/gemma3/tokenizer.json")
-      .string();
-}
-
-inline const Tokenizer* gemma3() {
-  static const std::optional<Tokenizer> tok = []() -> std::optional<Tokenizer> {
-    if (!std::filesystem::exists(gemma3_path())) return std::nullopt;
-    return Tokenizer::load(gemma3_path());
-  }();
-  return tok ? &*tok : nullptr;
-}
-
 inline const grammar::VocabIndex* gemma3_vocab() {
   static const std::optional<grammar::VocabIndex> v =
-      gemma3() ? std::optional<grammar::VocabIndex>(std::in_place, *gemma3()) : std::nullopt;
+      gemma3_tokenizer() ? std::optional<grammar::VocabIndex>(std::in_place, *gemma3_tokenizer())
+                         : std::nullopt;
   return v ? &*v : nullptr;
 }
 
 // The Gemma 3 tokenizer is not an allowed skip reason (tests/test_skips.h): under
 // ZAYA_STRICT_SKIPS=1 a missing file fails, naming the script that fetches it.
-#define REQUIRE_GEMMA3_VOCAB()                                                          \
-  if (!::zaya::test::gemma3_vocab())                                                    \
-  GTEST_SKIP() << "Gemma 3 tokenizer.json not found at " << ::zaya::test::gemma3_path() \
-               << "; run scripts/fetch_gemma3_tokenizer.sh (scripts/setup.sh does)"
+#define REQUIRE_GEMMA3_VOCAB() \
+  if (!::zaya::test::gemma3_vocab()) GTEST_SKIP() << ::zaya::test::gemma3_missing_message()
 
 // The ids mask_logits leaves allowed.
 inline std::vector<int32_t> allowed_ids(const grammar::VocabIndex& v, const grammar::Matcher& m,

@@ -150,8 +150,8 @@ TEST(TokenMask, ControlTokensOnlyAsGrammarLiterals) {
 TEST(TokenMask, MatchesBruteForceGemma3) {
   REQUIRE_GEMMA3_VOCAB();
   const VocabIndex& v = *gemma3_vocab();
-  EXPECT_EQ(v.vocab_size(), gemma3()->vocab_size());
-  EXPECT_EQ(v.bytes(gemma3()->token_id("<0x22>")), "\"");
+  EXPECT_EQ(v.vocab_size(), gemma3_tokenizer()->vocab_size());
+  EXPECT_EQ(v.bytes(gemma3_tokenizer()->token_id("<0x22>")), "\"");
   const int32_t eos[] = {1, 106};
   const std::vector<Grammar> gs = grammars();
   // A few states: the start, inside a string, after a key, inside a tool call's name.
