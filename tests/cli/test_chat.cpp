@@ -73,6 +73,20 @@ class TmuxChat {
     return false;
   }
   bool dead() const { return tmux("display -p -t chat '#{pane_dead}'").starts_with("1"); }
+  // `/save PATH`, waiting for "saved N"; the conversation it wrote.
+  nlohmann::json save(const std::string& path, int n) const {
+    type("/save " + path);
+    const std::string said = "saved " + std::to_string(n);
+    EXPECT_TRUE(wait_for([&](const std::string& s) { return s.find(said) != std::string::npos; }))
+        << screen();
+    return nlohmann::json::parse(test::slurp(path));
+  }
+  // Ctrl-D at the prompt; the exit status the wrapping shell recorded.
+  std::string exit_by_ctrl_d() const {
+    key("C-d");
+    EXPECT_TRUE(wait_for([&](const std::string&) { return dead(); }, 30s)) << screen();
+    return exit_status();
+  }
   std::string exit_status() const { return test::slurp(dir_ + "/exit_status"); }
 
  private:
@@ -101,11 +115,7 @@ TEST(CliChat, TwoTurnsAThinkOffAndSave) {
   chat.type("And in one word?");
   ASSERT_TRUE(chat.wait_for([](const std::string& s) { return count_of(s, " tokens/s") >= 2; }))
       << chat.screen();
-  chat.type("/save " + (dir / "conversation.json"));
-  ASSERT_TRUE(chat.wait_for([](const std::string& s) {
-    return s.find("saved 4") != std::string::npos;
-  })) << chat.screen();
-  const nlohmann::json saved = nlohmann::json::parse(test::slurp(dir / "conversation.json"));
+  const nlohmann::json saved = chat.save(dir / "conversation.json", 4);
   ASSERT_EQ(saved.size(), 4u) << saved.dump(2);
   EXPECT_EQ(saved[0]["content"], "What is a mixture of experts?");
   EXPECT_EQ(saved[1]["role"], "assistant");
@@ -113,9 +123,7 @@ TEST(CliChat, TwoTurnsAThinkOffAndSave) {
   EXPECT_TRUE(saved[1].contains("reasoning_content")) << saved[1].dump();
   EXPECT_FALSE(saved[3].contains("reasoning_content")) << saved[3].dump();
   EXPECT_FALSE(saved[3]["content"].get<std::string>().empty());
-  chat.key("C-d");
-  ASSERT_TRUE(chat.wait_for([&](const std::string&) { return chat.dead(); }, 30s)) << chat.screen();
-  EXPECT_EQ(chat.exit_status(), "0\n");
+  EXPECT_EQ(chat.exit_by_ctrl_d(), "0\n");
 }
 
 TEST(CliChat, CtrlCStopsAnAnswerAndTheSessionGoesOn) {
@@ -136,15 +144,9 @@ TEST(CliChat, CtrlCStopsAnAnswerAndTheSessionGoesOn) {
         [&](const std::string& s) { return count_of(s, ", stopped]") >= size_t(turn); }, 60s))
         << chat.screen();
   }
-  chat.type("/save " + (dir / "conversation.json"));
-  ASSERT_TRUE(chat.wait_for([](const std::string& s) {
-    return s.find("saved 4") != std::string::npos;
-  })) << chat.screen();
-  const nlohmann::json saved = nlohmann::json::parse(test::slurp(dir / "conversation.json"));
+  const nlohmann::json saved = chat.save(dir / "conversation.json", 4);
   EXPECT_EQ(saved[2]["content"], "Tell me a long story, part 2");
-  chat.key("C-d");
-  ASSERT_TRUE(chat.wait_for([&](const std::string&) { return chat.dead(); }, 30s)) << chat.screen();
-  EXPECT_EQ(chat.exit_status(), "0\n");
+  EXPECT_EQ(chat.exit_by_ctrl_d(), "0\n");
 }
 
 TEST(CliChat, OneTurnWithPIsPlainText) {
