@@ -68,7 +68,8 @@ struct Tensor {
     for (int i = 0; i < ndim; ++i) n *= shape[i];
     return n;
   }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  // A block-quantized tensor's last dim is a whole number of blocks (checked where it is bound).
+  size_t nbytes() const { return dtype_bytes(dtype, numel()); }
   // size(-1) is the last dim.
   int64_t size(int i) const {
     if (i < 0) i += ndim;
@@ -104,7 +105,7 @@ struct Tensor {
     for (int i = 1; i < ndim; ++i) row_elems *= shape[i];
     Tensor t = *this;
     t.shape[0] = end - begin;
-    t.data = static_cast<char*>(data) + size_t(begin * row_elems) * dtype_size(dtype);
+    t.data = static_cast<char*>(data) + dtype_bytes(dtype, begin * row_elems);
     return t;
   }
   std::string shape_str() const {
