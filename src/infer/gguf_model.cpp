@@ -20,6 +20,8 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr int64_t kMaxExperts = int64_t(1) << 16;  // over all MoE sub-layers
+
 struct Mapped {
   std::string name;
   std::vector<int64_t> ne;
@@ -370,6 +372,15 @@ GgufModel gguf_model_from(std::shared_ptr<const GgufFile> file) {
   } else {
     g.config = config_from_keys(f, g.scheme);
   }
+
+  // The layout lists every expert's tensors: bound them before building it (a hostile count
+  // could otherwise cost far more memory than the file's bytes; ZAYA1-8B has 640 experts).
+  int64_t experts = 0;
+  for (int64_t i = 0; i < g.config.num_layers(); ++i)
+    if (!g.config.is_attention(i)) experts += g.config.num_experts(i);
+  if (experts > kMaxExperts)
+    fail("{}: the config declares {} experts in all (zaya reads at most {})", p, experts,
+         kMaxExperts);
 
   // Completeness and shapes: every tensor the model needs, once (experts share theirs).
   const ParamLayout layout = make_param_layout(g.config);
