@@ -273,3 +273,19 @@ TEST(GgufModel, RefusesWrongShapes) {
       [&] { open_gguf_model(path); },
       {path, "tensor 'token_embd.weight' has shape {64, 512} but the model needs {64, 500}"});
 }
+
+TEST(GgufModel, ZayaOneShapesNeedTheConvertersTensorCount) {
+  // The 80-sub-layer ZAYA1 stack: 6 global tensors, 15 per CCA block (blk.0 has no residual
+  // pair), 17 per MoE block (blk.1 has no EDA scale) = 1283 tensors, as a whole conversion holds.
+  const ZayaConfig c = load_config(std::string(ZAYA_TEST_FIXTURES) + "/configs/zaya1-base.json");
+  ASSERT_EQ(c.num_layers(), 80);
+  const ParamLayout layout = make_param_layout(c);
+  std::set<std::string> tensors;
+  for (const ParamSpec& spec : layout.specs) tensors.insert(gguf_name(c, spec).name);
+  EXPECT_EQ(tensors.size(), 1283u);
+  const ParamSpec& fc1 = layout.at(names::layer(79).fc1(15));
+  const GgufName n = gguf_name(c, fc1);
+  EXPECT_EQ(n.name, "blk.79.ffn_gate_up_exps.weight");
+  EXPECT_EQ(n.ne, (std::vector<int64_t>{2048, 4096, 16}));
+  EXPECT_EQ(n.expert, 15);
+}
