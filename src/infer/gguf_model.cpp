@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -216,7 +217,8 @@ int64_t dim_of(const GgufFile& f, const std::string& name, size_t dims, size_t k
 // A float key as the decimal its f32 value prints as (1e-5f is 1e-05, not 9.99999974737875e-06).
 double float_key(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
-  if (v && v->type == GgufType::F32) return std::stod(fmt::format("{}", float(v->f)));
+  if (v && v->type == GgufType::F32)
+    return std::strtod(fmt::format("{}", float(v->f)).c_str(), nullptr);  // never throws
   return f.get_float(key);
 }
 
@@ -262,7 +264,7 @@ ZayaConfig config_from_keys(const GgufFile& f, GgufScheme s) {
   const int64_t Hq = f.get_int("zaya.attention.head_count");
   const int64_t Hk = f.get_int("zaya.attention.head_count_kv");
   const int64_t d = f.find("zaya.attention.key_length") ? f.get_int("zaya.attention.key_length")
-                                                        : (Hq > 0 ? D / (2 * Hq) : 0);
+                                                        : (Hq > 0 && D > 0 ? D / Hq / 2 : 0);
   agree(f, "zaya.attention.value_length", d, "zaya.attention.key_length");
   const int64_t rot =
       f.find("zaya.rope.dimension_count") ? f.get_int("zaya.rope.dimension_count") : d;
