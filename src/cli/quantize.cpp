@@ -131,8 +131,8 @@ Source open_dir_source(const std::string& arg) {
       read_if_exists(fs::path(dir) / "generation_config.json", "generation config");
   s.chat_template = read_if_exists(fs::path(dir) / "chat_template.jinja", "chat template");
   if (s.chat_template.empty())
-    s.chat_template = config_chat_template(
-        s.tokenizer_config_json, (fs::path(dir) / "tokenizer_config.json").string());
+    s.chat_template = config_chat_template(s.tokenizer_config_json,
+                                           (fs::path(dir) / "tokenizer_config.json").string());
   if (const std::string tok = find_tokenizer(dir, ""); !tok.empty()) {
     s.tokenizer_json = read_text_file(tok, "tokenizer");
     s.tokenizer_origin = tok;
@@ -181,8 +181,8 @@ std::vector<OutTensor> output_tensors(const ZayaConfig& c, const ParamLayout& la
     if (fresh) out.push_back({g.name, g.ne, {}, s.layer});
     OutTensor& t = out[it->second];
     ZAYA_ASSERT(g.expert < 0 ? fresh : g.expert == int64_t(t.parts.size()),
-                "{}: parameter {} is part {} of a stacked tensor, expected part {}", g.name,
-                s.name, g.expert, t.parts.size());
+                "{}: parameter {} is part {} of a stacked tensor, expected part {}", g.name, s.name,
+                g.expert, t.parts.size());
     t.parts.push_back(&s);
   }
   return out;
@@ -226,8 +226,7 @@ void check_out(const QuantizeArgs& a, const std::string& model_path) {
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   if (!fs::is_directory(parent, ec))
     fail("--out {}: the directory {} does not exist", a.out, parent.string());
-  if (fs::is_directory(out, ec))
-    fail("--out {}: a directory; name the .gguf file to write", a.out);
+  if (fs::is_directory(out, ec)) fail("--out {}: a directory; name the .gguf file to write", a.out);
   if (fs::exists(out, ec)) {
     if (fs::equivalent(out, model_path, ec))
       fail("--out {} is the --model file: write the quantized model to another file", a.out);
@@ -247,7 +246,8 @@ int run_quantize(const QuantizeArgs& a) {
   if (!a.tokenizer.empty()) {
     src.tokenizer_json = read_text_file(a.tokenizer, "--tokenizer");
     src.tokenizer_origin = a.tokenizer;
-    std::erase_if(src.keep_keys, [](const auto& kv) { return kv.first.starts_with("tokenizer.ggml."); });
+    std::erase_if(src.keep_keys,
+                  [](const auto& kv) { return kv.first.starts_with("tokenizer.ggml."); });
   }
   if (!src.tokenizer_json.empty()) {
     // A tokenizer that does not load would make every later run of the file fail: check it now.
@@ -303,7 +303,8 @@ int run_quantize(const QuantizeArgs& a) {
     w.set("zaya.tokenizer_config_json", GgufValue::str(src.tokenizer_config_json));
   if (!src.generation_config_json.empty())
     w.set("zaya.generation_config_json", GgufValue::str(src.generation_config_json));
-  if (!src.chat_template.empty()) w.set("tokenizer.chat_template", GgufValue::str(src.chat_template));
+  if (!src.chat_template.empty())
+    w.set("tokenizer.chat_template", GgufValue::str(src.chat_template));
   for (const auto& [key, v] : src.keep_keys) w.set(key, v);
   for (size_t i = 0; i < tensors.size(); ++i)
     w.add_tensor(tensors[i].name, choice[i].type, tensors[i].ne);
@@ -384,7 +385,8 @@ Action add_quantize_command(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
   CLI::App* sub = app.add_subcommand(
       "quantize", "Write a model as one GGUF file of quantized weights (mixed policy)");
-  sub->add_option("--model", args->model, "model directory (or anything --model takes) or FILE.gguf")
+  sub->add_option("--model", args->model,
+                  "model directory (or anything --model takes) or FILE.gguf")
       ->required();
   add_enum_option(sub, "--type", args->type,
                   "the preset: q8_0, q6_k, q5_k_m or q4_k_m (attention and experts at this type)")

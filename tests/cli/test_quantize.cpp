@@ -42,14 +42,15 @@ CliResult run(const std::string& args) {
   return run_zaya_in(scratch("run").string(), args);
 }
 
-// A model whose rows are all multiples of 256 (hidden 256, 8 query heads of 32, expert width 256,
-// router width 256; the toy tokenizer's 1024 tokens): two attention + MoE pairs, so the _m split
+// A model whose rows are all multiples of 256 (hidden 512, so the attention output's rows — half
+// the hidden width in CCA — are 256; 8 query heads of 32, expert width 256, router width 256; the
+// toy tokenizer's 1024 tokens): two attention + MoE pairs, so the _m split
 // has two MoE sub-layers to choose from.
 const std::string& wide_model_dir() {
   static const std::string dir = [] {
     const std::string d = scratch("wide_model").string();
     json j = zaya_chat_config_json();
-    j["hidden_size"] = 256;
+    j["hidden_size"] = 512;
     j["head_dim"] = 32;
     j["num_attention_heads"] = 8;
     j["moe_intermediate_size"] = 256;
@@ -64,10 +65,12 @@ const std::string& wide_model_dir() {
   return dir;
 }
 
-// Quantizes `model` into scratch/NAME.gguf with `flags`; the run must succeed.
+// Quantizes `model` into OUT/NAME.gguf (one folder per test process) with `flags`; the run must
+// succeed.
 std::string quantize(const std::string& model, const std::string& name, const std::string& flags,
                      CliResult* result = nullptr) {
-  const std::string out = (scratch("out") / (name + ".gguf")).string();
+  static const fs::path dir = scratch("out");
+  const std::string out = (dir / (name + ".gguf")).string();
   const CliResult r = run("quantize --model " + model + " --out " + out + " " + flags);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(r.crashed);
@@ -164,14 +167,15 @@ TEST(CliQuantize, ChatModelDirectoryAtQ4KM) {
   // The summary: a line per type, the file's size, the bits per weight.
   expect_contains(r.out, "Q8_0");
   expect_contains(r.out, "Q5_0");
-  expect_contains(r.out, "file " + [&] {
-    std::string s = std::to_string(fs::file_size(out)), g;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (i > 0 && (s.size() - i) % 3 == 0) g += ',';
-      g += s[i];
-    }
-    return g;
-  }() + " bytes");
+  expect_contains(
+      r.out, "file " + [&] {
+        std::string s = std::to_string(fs::file_size(out)), g;
+        for (size_t i = 0; i < s.size(); ++i) {
+          if (i > 0 && (s.size() - i) % 3 == 0) g += ',';
+          g += s[i];
+        }
+        return g;
+      }() + " bytes");
   expect_contains(r.out, "bits per weight");
   expect_within_type_error(dir, out);
 }
@@ -185,13 +189,13 @@ TEST(CliQuantize, PresetsOnWideModel) {
     bool m;
     int64_t file_type;
   };
-  for (const Case& k : {Case{"q8_0", DType::Q8_0, false, 7}, Case{"q6_k", DType::Q6_K, false, 18},
-                        Case{"q5_k_m", DType::Q5_K, true, 17},
-                        Case{"q4_k_m", DType::Q4_K, true, 15}}) {
+  for (const Case& k :
+       {Case{"q8_0", DType::Q8_0, false, 7}, Case{"q6_k", DType::Q6_K, false, 18},
+        Case{"q5_k_m", DType::Q5_K, true, 17}, Case{"q4_k_m", DType::Q4_K, true, 15}}) {
     SCOPED_TRACE(k.word);
     CliResult r;
-    const std::string out = quantize(dir, std::string("wide_") + k.word,
-                                     std::string("--type ") + k.word, &r);
+    const std::string out =
+        quantize(dir, std::string("wide_") + k.word, std::string("--type ") + k.word, &r);
     const GgufFile f = GgufFile::open(out);
     const auto types = types_of(f);
     EXPECT_EQ(f.get_int("general.file_type"), k.file_type);
@@ -225,10 +229,10 @@ TEST(CliQuantize, BlanketAndKeep) {
   const std::string policy = quantize(dir, "policy", "--type q4_k_m");
   EXPECT_LT(b.file_bytes(), fs::file_size(policy));
 
-  const GgufFile k = GgufFile::open(
-      quantize(dir, "keep",
-               "--type q4_k_m --keep 'ffn_gate_up_exps=q5_k' --keep 'exps=q8_0' "
-               "--keep '^token_embd\\.weight$=iq4_xs' --keep 'cca_conv_grp=f32'"));
+  const GgufFile k =
+      GgufFile::open(quantize(dir, "keep",
+                              "--type q4_k_m --keep 'ffn_gate_up_exps=q5_k' --keep 'exps=q8_0' "
+                              "--keep '^token_embd\\.weight$=iq4_xs' --keep 'cca_conv_grp=f32'"));
   types = types_of(k);
   EXPECT_EQ(types.at("blk.1.ffn_gate_up_exps.weight"), DType::Q5_K);  // the first rule
   EXPECT_EQ(types.at("blk.1.ffn_down_exps.weight"), DType::Q8_0);
@@ -259,11 +263,11 @@ TEST(CliQuantize, FromGguf) {
     EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << a.name;
   }
   EXPECT_EQ(via.get_str("zaya.tokenizer_json"), slurp(dir + "/tokenizer.json"));
-  EXPECT_EQ(via.get_str("zaya.generation_config_json"), direct.get_str("zaya.generation_config_json"));
+  EXPECT_EQ(via.get_str("zaya.generation_config_json"),
+            direct.get_str("zaya.generation_config_json"));
 
   // q4_k_m → q8_0: the Q4_K/Q6_K tensors are requantized (a warning); Q8_0 and F32 ones copied.
-  const GgufFile again =
-      GgufFile::open(quantize(direct.path(), "again", "--type q8_0", &r));
+  const GgufFile again = GgufFile::open(quantize(direct.path(), "again", "--type q8_0", &r));
   expect_contains(r.err, "requantizing Q4_K loses quality");
   expect_contains(r.err, "requantizing Q6_K loses quality");
   const GgufTensor* e0 = direct.tensor("token_embd.weight");
