@@ -229,32 +229,53 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin, 
     }
     return e;
   };
-  float best_s = (hi - lo) / float(nmax), best_mn = lo;
-  float best = error_of(best_s, best_mn);
-  for (int k = 0; k <= nstep; ++k) {
-    const float iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - lo);
+  // The weighted least-squares (s, mn) for levels L(i); false when they do not determine them.
+  auto refit = [&](auto&& level, float* s, float* mn) {
     float sl = 0, sll = 0, sxl = 0;
     for (int i = 0; i < n; ++i) {
-      const float l = float(round_clamped(iscale * (x[i] - lo), 0, nmax));
+      const float l = level(i);
       sl += w[i] * l;
       sll += w[i] * l * l;
       sxl += w[i] * l * x[i];
     }
     const float det = sw * sll - sl * sl;
-    if (det <= 0) continue;
-    float s = (sw * sxl - swx * sl) / det;
-    float mn = (sll * swx - sl * sxl) / det;
-    if (mn > 0) {  // the min must not be positive (m ≥ 0): fit the scale alone
-      mn = 0;
-      s = sxl / sll;
+    if (!(det > 0)) return false;
+    *s = (sw * sxl - swx * sl) / det;
+    *mn = (sll * swx - sl * sxl) / det;
+    if (*mn > 0) {  // the min must not be positive (m ≥ 0): fit the scale alone
+      *mn = 0;
+      *s = sxl / sll;
     }
-    if (!(s > 0)) continue;
+    return *s > 0;
+  };
+  float best_s = (hi - lo) / float(nmax), best_mn = lo;
+  float best = error_of(best_s, best_mn);
+  // The grid: level 0 at the best min so far (it starts at min(x, 0)), the top level near max(x).
+  for (int k = 0; k <= nstep; ++k) {
+    const float anchor = best_mn;
+    const float iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - anchor);
+    float s, mn;
+    if (!refit([&](int i) { return float(round_clamped(iscale * (x[i] - anchor), 0, nmax)); }, &s,
+               &mn))
+      continue;
     const float e = error_of(s, mn);
     if (e < best) {
       best = e;
       best_s = s;
       best_mn = mn;
     }
+  }
+  // Polish: levels nearest to the best fit, refitted, while that helps.
+  for (int it = 0; it < 3; ++it) {
+    const float s0 = best_s, mn0 = best_mn;
+    float s, mn;
+    if (!refit([&](int i) { return float(round_clamped((x[i] - mn0) / s0, 0, nmax)); }, &s, &mn))
+      break;
+    const float e = error_of(s, mn);
+    if (!(e < best)) break;
+    best = e;
+    best_s = s;
+    best_mn = mn;
   }
   *s_out = best_s;
   *m_out = -best_mn;
@@ -375,6 +396,18 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax, int ntry) {
       best = best_s * sxl;
     }
   }
+  // Polish: levels nearest to the best scale, refitted, while that helps.
+  for (int it = 0; it < 3 && best_s != 0; ++it) {
+    float sxl = 0, sll = 0;
+    for (int i = 0; i < n; ++i) {
+      const float l = float(round_clamped(x[i] / best_s, -nmax, nmax - 1));
+      sxl += w[i] * x[i] * l;
+      sll += w[i] * l * l;
+    }
+    if (!(sll > 0 && sxl * sxl > best * sll)) break;
+    best_s = sxl / sll;
+    best = best_s * sxl;
+  }
   return best_s;
 }
 
@@ -475,6 +508,12 @@ float fit_scale_nl(const float* x, const float* w, int n, int ntry) {
   };
   consider(float(kIQ4NL[0]) / -max);
   for (int k = -ntry; k <= ntry; ++k) consider((float(k) + float(kIQ4NL[0])) / max);
+  // Polish: levels nearest to the best scale, refitted, while that helps.
+  for (int it = 0; it < 3 && best_s != 0; ++it) {
+    const float before = best;
+    consider(1 / best_s);
+    if (!(best > before)) break;
+  }
   return best_s;
 }
 
