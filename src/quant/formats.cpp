@@ -1,9 +1,12 @@
 // The block formats (formats.h): scalar quantizers and the exact dequantizers.
 //
 // Dequantizing follows GGML's formulas operation by operation in f32 (docs/quantization.md), so a
-// block reads back to the same floats here, in the kernels and in llama.cpp: a value is computed
-// as the product of the block's f32 factors in GGML's order (Q4_K: (d·sc)·q − (dmin·m)), never
-// fused into a multiply-add (GCC contracts nothing under -std=c++20; clang is told below).
+// block reads back to the same floats here, in the kernels and in llama.cpp. Every product in them
+// is exact in f32: an f16 scale has 11 significant bits, a sub-block scale at most 7 (Q6_K's
+// int8; 6 for the others), a level at most 7 (IQ4_XS's table; 5 for Q6_K's |q| ≤ 32), 24 bits at
+// most together. So the order of the multiplications does not matter, and the only rounding is the
+// K types' subtraction d·sc·q − dmin·m, the same whether or not a compiler fuses it into a
+// multiply-add: any kernel that computes these products exactly gets GGML's values.
 //
 // Quantizing searches, for every (sub-)block, the scale (and min) with the least weighted squared
 // error: a grid of candidate scales, each refitted by least squares, as GGML's reference
@@ -27,10 +30,6 @@
 
 #include "core/assert.h"
 #include "quant/blocks.h"
-
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
 
 namespace zaya::quant {
 namespace {
