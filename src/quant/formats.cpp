@@ -2,19 +2,22 @@
 //
 // Dequantizing follows GGML's formulas operation by operation in f32 (docs/quantization.md), so a
 // block reads back to the same floats here, in the kernels and in llama.cpp. Every product in them
-// is exact in f32: an f16 scale has 11 significant bits, a sub-block scale at most 7 (Q6_K's
-// int8; 6 for the others), a level at most 7 (IQ4_XS's table; 5 for Q6_K's |q| ≤ 32), 24 bits at
-// most together. So the order of the multiplications does not matter, and the only rounding is the
-// K types' subtraction d·sc·q − dmin·m, the same whether or not a compiler fuses it into a
-// multiply-add: any kernel that computes these products exactly gets GGML's values.
+// is exact in f32: an f16 scale has 11 significant bits, and the sub-block scale and the level add
+// at most 12 more (Q6_K: an int8 scale, 7 bits, times |q| ≤ 32, 5; IQ4_XS: ls − 32, 5 bits, times
+// a table value, 7; Q5_K: 6 + 5), 23 in all. So the order of the multiplications does not matter,
+// and the only rounding is the K types' subtraction d·sc·q − dmin·m, the same whether or not a
+// compiler fuses it into a multiply-add: any kernel that computes these products exactly gets
+// GGML's values.
 //
 // Quantizing searches, for every (sub-)block, the scale (and min) with the least weighted squared
 // error: a grid of candidate scales, each refitted by least squares, as GGML's reference
-// quantizers do. Two things differ from those, both making the error smaller, never larger:
-// values are rounded against the scale as it is stored (an f16, or a 6- or 8-bit multiple of one),
-// not the unrounded one, and each sub-block's stored integer scale is chosen among its rounded
-// value and the two neighbours by the error it gives. The weights are GGML's (K types: mean
-// magnitude + |x|; Q6_K and IQ4_XS: x²), so the error is spread the same way over the values.
+// quantizers do, then polished (levels re-rounded to the best fit and refitted while that helps).
+// Two more steps than GGML's, each lowering the error: values are rounded against the scale as it
+// is stored (an f16, or a 6- or 8-bit multiple of one), not the unrounded one, and each
+// sub-block's stored integer scale (and min) is chosen among its rounded value and the neighbours
+// by the error it gives. The weights are GGML's (K types: the sub-block's RMS + |x|; Q6_K and
+// IQ4_XS: x²), so the error is spread over the values as GGML spreads it. docs/quantization.md
+// has the errors measured against GGML's.
 //
 // Errors: a non-finite value, or one whose block scale does not fit an f16 (|x| beyond roughly
 // 65504 times the type's largest level), throws zaya::Error naming its index; callers add the
