@@ -19,9 +19,9 @@
 // IQ4_XS: x²), so the error is spread over the values as GGML spreads it. docs/quantization.md
 // has the errors measured against GGML's.
 //
-// Errors: a non-finite value, or one whose block scale does not fit an f16 (|x| beyond roughly
-// 65504 times the type's largest level), throws zaya::Error naming its index; callers add the
-// tensor's name.
+// Errors: a non-finite value, or one too large for the type (beyond 65504, an f16's largest, times
+// the largest level and sub-block scale; Q4_K and Q5_K: 65504·63, the largest min), throws
+// zaya::Error naming its index; callers add the tensor's name.
 #include "quant/formats.h"
 
 #include <algorithm>
@@ -65,9 +65,8 @@ double max_magnitude(DType t) {
     case DType::Q5_0:
       return h * 16;
     case DType::Q4_K:
-      return h * 63 * 15;
     case DType::Q5_K:
-      return h * 63 * 31;
+      return h * 63;  // a negative value's min: dmin·m, m ≤ 63 (the levels' side goes further)
     case DType::Q6_K:
       return h * 128 * 32;
     case DType::IQ4_XS:
@@ -138,35 +137,36 @@ uint16_t sym_block(DType t, const float* x, int n, int qmin, int qmax, int ntry,
   int8_t tmp[kSuper];
   uint16_t best_h = 0;
   float best = std::numeric_limits<float>::infinity();
-  auto consider = [&](float d) {
-    const uint16_t h = scale_half(d, t, x, n, base);
+  // A scale and its refit; one that overflows an f16 is passed over (the first candidate, GGML's
+  // choice, fits whenever the values pass check_values).
+  auto try_scale = [&](float d) {
+    const uint16_t h = f32_to_f16(d);
+    if ((h & 0x7fffu) == 0x7c00u) return false;
     const float err = sym_levels(x, n, half(h), qmin, qmax, tmp);
     if (err < best) {
       best = err;
       best_h = h;
       std::copy(tmp, tmp + n, q);
     }
-    // The least-squares scale for these levels.
-    float sxq = 0, sqq = 0;
+    return true;
+  };
+  auto consider = [&](float d) {
+    if (!try_scale(d)) return;
+    float sxq = 0, sqq = 0;  // the least-squares scale for the levels of d
     for (int i = 0; i < n; ++i) {
       sxq += x[i] * float(tmp[i]);
       sqq += float(tmp[i]) * float(tmp[i]);
     }
-    if (sqq > 0 && sxq / sqq != d) {
-      const uint16_t h2 = scale_half(sxq / sqq, t, x, n, base);
-      const float err2 = sym_levels(x, n, half(h2), qmin, qmax, tmp);
-      if (err2 < best) {
-        best = err2;
-        best_h = h2;
-        std::copy(tmp, tmp + n, q);
-      }
-    }
+    if (sqq > 0 && sxq / sqq != d) try_scale(sxq / sqq);
   };
-  if (ntry == 0) {
-    consider(amax / float(qmax));
-  } else {
-    for (int k = -ntry; k <= ntry; ++k) consider(max / (float(qmin) + 0.1f * float(k)));
+  const float first = ntry == 0 ? amax / float(qmax) : max / float(qmin);
+  consider(first);
+  for (int k = 1; k <= ntry; ++k) {
+    consider(max / (float(qmin) - 0.1f * float(k)));
+    consider(max / (float(qmin) + 0.1f * float(k)));
   }
+  if (best_h == 0 && best == std::numeric_limits<float>::infinity())
+    scale_half(first, t, x, n, base);  // throws: no candidate fits an f16
   return best_h;
 }
 
