@@ -15,6 +15,7 @@
 
 #include "chat_model_dir.h"
 #include "cli_util.h"
+#include "gguf_community.h"
 #include "infer/gguf_model.h"
 #include "infer/whole_model_dir.h"
 #include "io/gguf.h"
@@ -44,21 +45,26 @@ CliResult run(const std::string& args) {
 
 // A model whose rows are all multiples of 256 (hidden 512, so the attention output's rows — half
 // the hidden width in CCA — are 256; 8 query heads of 32, expert width 256, router width 256; the
-// toy tokenizer's 1024 tokens): two attention + MoE pairs, so the _m split
+// toy tokenizer's 1024 tokens; 2 experts): two attention + MoE pairs, so the _m split
 // has two MoE sub-layers to choose from.
+Model wide_model() {
+  json j = zaya_chat_config_json();
+  j["hidden_size"] = 512;
+  j["head_dim"] = 32;
+  j["num_attention_heads"] = 8;
+  j["moe_intermediate_size"] = 256;
+  j["router_hidden_size"] = 256;
+  j["vocab_size"] = 1024;
+  j["num_experts"] = 2;
+  Model m(config_from_json(j));
+  m.init_random(5, 0.2);
+  return m;
+}
+
 const std::string& wide_model_dir() {
   static const std::string dir = [] {
     const std::string d = scratch("wide_model").string();
-    json j = zaya_chat_config_json();
-    j["hidden_size"] = 512;
-    j["head_dim"] = 32;
-    j["num_attention_heads"] = 8;
-    j["moe_intermediate_size"] = 256;
-    j["router_hidden_size"] = 256;
-    j["vocab_size"] = 1024;
-    Model m(config_from_json(j));
-    m.init_random(5, 0.2);
-    m.save_dir(d);
+    wide_model().save_dir(d);
     add_model_extras(d, 512);
     return d;
   }();
@@ -309,4 +315,33 @@ TEST(CliQuantize, BadInputIsOneErrorLine) {
   EXPECT_EQ(GgufFile::open(out).get_int("general.file_type"), 7);
   r = run("quantize --model " + out + " --type q8_0 --force --out " + out);
   expect_user_error(r, "is the --model file");
+}
+
+// The community converters' files (both schemes; tests/gguf_community.h writes them from the
+// published naming): an F32 file of either scheme quantizes to the directory's tensors, bit for
+// bit, under zaya's (scheme B) names; its tokenizer.ggml.* keys are carried over.
+TEST(CliQuantize, CommunityGgufSources) {
+  const std::string dir = wide_model_dir();
+  const GgufFile direct = GgufFile::open(quantize(dir, "direct_c", "--type q4_k_m"));
+  const Model m = wide_model();
+  for (const CommunityScheme s : {CommunityScheme::A, CommunityScheme::B}) {
+    const bool a = s == CommunityScheme::A;
+    SCOPED_TRACE(a ? "scheme A" : "scheme B");
+    const std::string src = (scratch("community") / "in.gguf").string();
+    write_community_gguf(src, m, s, {.outtype = DType::F32, .tokens = {"<pad>", "<eos>", "<bos>"}});
+    CliResult r;
+    const GgufFile f = GgufFile::open(quantize(src, a ? "from_a" : "from_b", "--type q4_k_m", &r));
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    ASSERT_EQ(f.tensors().size(), direct.tensors().size());
+    for (const GgufTensor& t : direct.tensors()) {
+      const GgufTensor* u = f.tensor(t.name);
+      ASSERT_NE(u, nullptr) << t.name;
+      EXPECT_EQ(u->dtype, t.dtype) << t.name;
+      ASSERT_EQ(u->nbytes, t.nbytes) << t.name;
+      EXPECT_EQ(std::memcmp(u->data, t.data, t.nbytes), 0) << t.name;
+    }
+    const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+    ASSERT_NE(tokens, nullptr);
+    EXPECT_EQ(tokens->items.size(), 3u);
+  }
 }
