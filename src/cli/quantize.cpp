@@ -85,7 +85,12 @@ std::string read_if_exists(const fs::path& p, std::string_view what) {
 // "default" entry is the template (transformers' two forms).
 std::string config_chat_template(const std::string& text, const std::string& path) {
   if (text.empty()) return "";
-  const nlohmann::json j = parse_json(text);
+  nlohmann::json j;
+  try {
+    j = parse_json(text);
+  } catch (const JsonError& e) {
+    fail("{}: {}", path, e.what());
+  }
   if (!j.is_object() || !j.contains("chat_template")) return "";
   const nlohmann::json& t = j["chat_template"];
   if (t.is_string()) return t.get<std::string>();
@@ -251,7 +256,13 @@ int run_quantize(const QuantizeArgs& a) {
   }
   if (!src.tokenizer_json.empty()) {
     // A tokenizer that does not load would make every later run of the file fail: check it now.
-    (void)Tokenizer::from_json(parse_json(src.tokenizer_json), src.tokenizer_origin);
+    nlohmann::json j;
+    try {
+      j = parse_json(src.tokenizer_json);
+    } catch (const JsonError& e) {
+      fail("{}: {}", src.tokenizer_origin, e.what());
+    }
+    (void)Tokenizer::from_json(j, src.tokenizer_origin);
   } else if (src.keep_keys.empty()) {
     fmt::print(stderr,
                "zaya: warning: {} has no tokenizer.json: the GGUF will hold none (pass "

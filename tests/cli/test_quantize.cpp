@@ -305,6 +305,11 @@ TEST(CliQuantize, BadInputIsOneErrorLine) {
   expect_user_error(r, "not a model directory");
   EXPECT_FALSE(fs::exists(out));
 
+  std::ofstream(s / "tok.json") << "{\"model\": ";
+  r = run(base + "--type q4_k_m --tokenizer " + (s / "tok.json").string() + " --out " + out);
+  expect_user_error(r, (s / "tok.json").string());
+  EXPECT_FALSE(fs::exists(out));
+
   std::ofstream(out) << "precious";
   r = run(base + "--type q4_k_m --out " + out);
   expect_user_error(r, "exists; pass --force");
