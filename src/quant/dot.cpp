@@ -212,7 +212,7 @@ template <DType T>
 constexpr DotKernels scalar_kernels() {
   constexpr int B = T == DType::Q8_0 || T == DType::Q4_0 || T == DType::Q5_0 ? 32 : 256;
   constexpr bool sums = T == DType::Q4_K || T == DType::Q5_K;
-  return {&quantize_scalar<B, sums>, &dot_scalar<T>};
+  return {&quantize_scalar<B, sums>, &dot_scalar<T>, 1, 1, 1};
 }
 
 constexpr DotKernels kScalar[] = {scalar_kernels<DType::Q8_0>(),  scalar_kernels<DType::Q4_0>(),

@@ -69,6 +69,9 @@ struct DotKernels {
   // weight rows at w + r · w_stride, activation rows at act + c · act_stride (bytes), I values.
   void (*dot)(const void* w, size_t w_stride, int R, const void* act, size_t act_stride, int C,
               int64_t I, float* out, int64_t ldo);
+  // The fastest shapes of `dot` (any shape gives the same bits): rows per call with one input
+  // (the decode GEMV), and the register tile of the GEMM.
+  int gemv_rows = 1, tile_rows = 1, tile_cols = 1;
 };
 inline constexpr int kMaxRows = 4, kMaxCols = 4;
 

@@ -7,14 +7,15 @@
 //
 // Two regimes, both on the stealing team (ops/cpu/stealing.h):
 // - N = 1 (decode): the rows are split into chunks of ~64 KB of weights; each thread streams its
-//   own range 4 rows at a time (4 independent accumulator chains) and takes the others' last chunks
-//   when done early. Bound by memory bandwidth: the weights are read once, the activation row
+//   own range DotKernels::gemv_rows rows at a time and takes the others' last chunks when done
+//   early. Bound by memory bandwidth: the weights are read once, the activation row
 //   stays in L1.
 // - N > 1 (batched decode, prefill): a blocked GEMM on integer dot products. A task owns a block of
 //   rows small enough to stay in L2 (~256 KB of weights; ~64 KB for few inputs, so that the tasks
 //   balance) and walks the inputs in tiles that stay in L1 (~16 KB of activations); within them,
-//   2-row × 4-input register tiles unpack each weight block once per 4 inputs and load each
-//   activation block once per 2 rows. The weights are read from memory once per call.
+//   register tiles (DotKernels::tile_rows × tile_cols: 2 × 4 or 1 × 4 on AVX2) unpack each weight
+//   block once per 4 inputs and load each activation block once per tile row. The weights are
+//   read from memory once per call.
 #include "ops/cpu/linear_quant.h"
 
 #include <algorithm>
@@ -31,8 +32,6 @@ namespace {
 constexpr int64_t kStealChunkBytes = int64_t(64) << 10;  // N = 1: weight bytes per chunk
 constexpr int64_t kL2WeightBytes = int64_t(256) << 10;   // N > 1: weight rows per task
 constexpr int64_t kL1ActBytes = int64_t(16) << 10;       // N > 1: activation rows per input tile
-constexpr int kTileRows = 2, kTileCols = 4;              // the GEMM's register tile
-constexpr int kGemvRows = 4;                             // the GEMV's rows per step
 
 // The quantized activations of one call: a reused thread-local buffer, rows 64-byte aligned.
 uint8_t* act_buffer(size_t bytes) {
@@ -40,6 +39,11 @@ uint8_t* act_buffer(size_t bytes) {
   if (buf.size() < bytes + 64) buf.resize(bytes + 64);
   const uintptr_t p = reinterpret_cast<uintptr_t>(buf.data());
   return buf.data() + ((64 - p % 64) % 64);
+}
+
+// n rounded down to a multiple of m, at least m.
+int64_t multiple(int64_t n, int64_t m) {
+  return std::max(n, m) / m * m;
 }
 
 }  // namespace
@@ -61,34 +65,33 @@ void linear_quant_forward(float* y_NO, const float* x_NI, const void* w_OI, DTyp
   };
 
   if (N == 1) {
-    const int64_t chunk =
-        std::max<int64_t>(kGemvRows, kStealChunkBytes / int64_t(ws)) / kGemvRows * kGemvRows;
-    for_chunks_stealing(O, chunk, O * I > kParallelMin, [&](int64_t o0, int64_t o1) {
-      float dots[kGemvRows];
-      for (int64_t o = o0; o < o1; o += kGemvRows) {
-        const int r = int(std::min<int64_t>(kGemvRows, o1 - o));
-        k.dot(w + o * ws, ws, r, act, as, 1, I, dots, kGemvRows);
-        for (int i = 0; i < r; ++i) put(0, o + i, dots[i]);
-      }
-    });
+    const int64_t R = k.gemv_rows;
+    for_chunks_stealing(O, multiple(kStealChunkBytes / int64_t(ws), R), O * I > kParallelMin,
+                        [&](int64_t o0, int64_t o1) {
+                          float dots[quant::kMaxRows];
+                          for (int64_t o = o0; o < o1; o += R) {
+                            const int r = int(std::min(R, o1 - o));
+                            k.dot(w + o * ws, ws, r, act, as, 1, I, dots, R);
+                            for (int i = 0; i < r; ++i) put(0, o + i, dots[i]);
+                          }
+                        });
     return;
   }
 
-  const int64_t budget = N <= 16 ? kStealChunkBytes : kL2WeightBytes;
-  const int64_t rows = std::max<int64_t>(kTileRows, budget / int64_t(ws)) / kTileRows * kTileRows;
-  const int64_t cols =
-      std::max<int64_t>(kTileCols, kL1ActBytes / int64_t(as)) / kTileCols * kTileCols;
+  const int64_t TR = k.tile_rows, TC = k.tile_cols;
+  const int64_t rows = multiple((N <= 16 ? kStealChunkBytes : kL2WeightBytes) / int64_t(ws), TR);
+  const int64_t cols = multiple(kL1ActBytes / int64_t(as), TC);
   for_chunks_stealing(O, rows, N * O * I > kParallelMin, [&](int64_t o0, int64_t o1) {
-    float dots[kTileRows * kTileCols];
+    float dots[quant::kMaxRows * quant::kMaxCols];
     for (int64_t n0 = 0; n0 < N; n0 += cols) {
       const int64_t n1 = std::min(N, n0 + cols);
-      for (int64_t o = o0; o < o1; o += kTileRows) {
-        const int r = int(std::min<int64_t>(kTileRows, o1 - o));
-        for (int64_t n = n0; n < n1; n += kTileCols) {
-          const int c = int(std::min<int64_t>(kTileCols, n1 - n));
-          k.dot(w + o * ws, ws, r, act + n * as, as, c, I, dots, kTileRows);
+      for (int64_t o = o0; o < o1; o += TR) {
+        const int r = int(std::min(TR, o1 - o));
+        for (int64_t n = n0; n < n1; n += TC) {
+          const int c = int(std::min(TC, n1 - n));
+          k.dot(w + o * ws, ws, r, act + n * as, as, c, I, dots, TR);
           for (int j = 0; j < c; ++j)
-            for (int i = 0; i < r; ++i) put(n + j, o + i, dots[j * kTileRows + i]);
+            for (int i = 0; i < r; ++i) put(n + j, o + i, dots[j * TR + i]);
         }
       }
     }

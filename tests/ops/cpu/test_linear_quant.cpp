@@ -183,6 +183,7 @@ TEST(LinearQuant, EveryIsaGivesTheSameBits) {
 
 // Caller bugs abort (partial blocks, a backward); a quantized weight on the GPU is a user's error.
 TEST(LinearQuant, RejectsPartialBlocksBackwardAndTheGpu) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the stealing team's threads are running
   std::vector<uint8_t> w(dtype_bytes(DType::Q4_K, 512));
   std::vector<float> x(256), y(2);
   EXPECT_DEATH(ops::linear_forward(Tensor(y.data(), {1, 1}), Tensor(x.data(), {1, 40}),

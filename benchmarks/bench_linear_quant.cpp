@@ -1,0 +1,151 @@
+// linear_forward with block-quantized and F16 weights (ops/cpu/linear_quant.cpp, quant/dot.h):
+// the decode GEMV (N = 1) against this machine's read bandwidth, and the prefill GEMM (N = 512)
+// against OpenBLAS's sgemm on f32 weights of the same shape, all measured in the same run on all
+// OpenMP threads.
+// usage: bench_linear_quant [rounds=5] [buffer_mib=256] [types=all, e.g. q8_0,q4_k]
+// Built as build/<dir>/benchmarks/bench_linear_quant.
+// GEMV: the weights are cycled through enough copies that each timed pass streams ≥ buffer_mib
+// from memory; "GB/s" counts weight bytes read per second (the quantized bytes: what decode must
+// stream), compared with the read-only bandwidth probe (perf/bandwidth.h). GEMM: "GFLOP/s" counts
+// the model's 2·N·O·I flops per second (the same count for sgemm), so the ratio is the speed-up of
+// the quantized layer over the f32 one. Every figure is the median over the rounds, which
+// interleave all measurements (on a shared machine a quiet moment then benefits all of them).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "ops/ops.h"
+#include "perf/bandwidth.h"
+#include "quant/dot.h"
+#include "quant/formats.h"
+
+using namespace zaya;
+
+namespace {
+
+struct Shape {
+  int64_t O, I;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Seconds per call of y[N,O] = x[N,I]·wᵀ over the weight copies (one pass).
+double time_linear(std::vector<std::vector<uint8_t>>& copies, DType t, const Shape& s, int64_t N,
+                   std::vector<float>& x, std::vector<float>& y) {
+  const double t0 = omp_get_wtime();
+  for (auto& w : copies)
+    ops::linear_forward(Tensor(y.data(), {N, s.O}), Tensor(x.data(), {N, s.I}),
+                        Tensor((void*)w.data(), t, {s.O, s.I}), Tensor{});
+  return (omp_get_wtime() - t0) / double(copies.size());
+}
+
+double time_sgemm(const std::vector<float>& w, const Shape& s, int64_t N, std::vector<float>& x,
+                  std::vector<float>& y) {
+  const double t0 = omp_get_wtime();
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(N), int(s.O), int(s.I), 1.0f, x.data(),
+              int(s.I), w.data(), int(s.I), 0.0f, y.data(), int(s.O));
+  return omp_get_wtime() - t0;
+}
+
+DType parse_type(const std::string& s) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::IQ4_XS, DType::F16, DType::BF16}) {
+    std::string n(dtype_name(t));
+    for (auto& c : n) c = char(std::tolower(c));
+    if (n == s) return t;
+  }
+  std::fprintf(stderr, "bench_linear_quant: unknown type %s\n", s.c_str());
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+  const long long buffer_mib = argc > 2 ? std::atoll(argv[2]) : 256;
+  std::vector<DType> types = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K,
+                              DType::Q6_K, DType::IQ4_XS, DType::F16};
+  if (argc > 3) {
+    types.clear();
+    std::string list = argv[3];
+    for (size_t p = 0; p <= list.size();) {
+      const size_t q = std::min(list.find(',', p), list.size());
+      types.push_back(parse_type(list.substr(p, q - p)));
+      p = q + 1;
+    }
+  }
+  if (argc > 4 || rounds < 1 || buffer_mib < 1) {
+    std::fprintf(stderr, "usage: bench_linear_quant [rounds ≥ 1] [buffer_mib ≥ 1] [types]\n");
+    return 2;
+  }
+  const size_t buffer = size_t(buffer_mib) << 20;
+  const Shape gemv = {4096, 2048};                            // an expert's fc1 (decode)
+  const std::vector<Shape> gemms = {{2048, 2048}, {4096, 2048}};  // attention / expert (prefill)
+  const int64_t kPrefill = 512;
+  std::vector<float> src(size_t(4096 * 2048));
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = float((i * 2654435761u) % 2001) * 1e-3f - 1.0f;  // spread values in [−1, 1]
+  std::vector<float> x(size_t(kPrefill * 2048)), y(size_t(kPrefill * 4096));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 40503u) % 1001) * 2e-3f - 1.0f;
+
+  std::printf("threads=%d buffer=%zu MiB rounds=%d isa=%s\n", omp_get_max_threads(), buffer >> 20,
+              rounds, std::string(quant::isa_name(quant::active_isa())).c_str());
+  std::vector<double> reads;
+  for (int r = 0; r < rounds; ++r) reads.push_back(measure_read_bandwidth(buffer, 2));
+  std::vector<double> sg[2];
+  {
+    std::vector<float> wf(src);
+    for (int r = 0; r < rounds + 1; ++r)
+      for (size_t g = 0; g < gemms.size(); ++g) {
+        const double t = time_sgemm(wf, gemms[g], kPrefill, x, y);
+        if (r) sg[g].push_back(2.0 * kPrefill * gemms[g].O * gemms[g].I / t);  // r = 0: warm-up
+      }
+  }
+  const double read = median(reads);
+  std::printf("read bandwidth (read-only, median) %7.2f GB/s\n", read * 1e-9);
+  for (size_t g = 0; g < gemms.size(); ++g)
+    std::printf("sgemm N=%lld [%lld,%lld] (OpenBLAS, f32 weights) %7.1f GFLOP/s\n",
+                (long long)kPrefill, (long long)gemms[g].O, (long long)gemms[g].I,
+                median(sg[g]) * 1e-9);
+  std::printf("%-7s %10s %9s %8s | %14s %7s | %14s %7s\n", "type", "GEMV us", "GB/s", "/read",
+              "GEMM 2048² GF/s", "/sgemm", "GEMM 4096×2048", "/sgemm");
+  for (DType t : types) {
+    // GEMV copies (first touch by the rows' readers is not needed: one NUMA node here).
+    const size_t bytes = dtype_bytes(t, gemv.O * gemv.I);
+    std::vector<std::vector<uint8_t>> copies(std::max<size_t>(1, (buffer + bytes - 1) / bytes));
+    copies[0].resize(bytes);
+    quant::quantize_matrix(t, src.data(), copies[0].data(), gemv.O, gemv.I);
+    for (size_t c = 1; c < copies.size(); ++c) copies[c] = copies[0];
+    std::vector<std::vector<uint8_t>> one(1, copies[0]);  // the GEMMs' weights (4096×2048)
+    std::vector<std::vector<uint8_t>> half(1, std::vector<uint8_t>(copies[0].begin(),
+                                                                   copies[0].begin() + bytes / 2));
+    std::vector<double> tv, gf[2];
+    time_linear(copies, t, gemv, 1, x, y);  // warm-up
+    for (int r = 0; r < rounds; ++r) {
+      tv.push_back(time_linear(copies, t, gemv, 1, x, y));
+      for (size_t g = 0; g < gemms.size(); ++g) {
+        auto& w = gemms[g].O == 4096 ? one : half;
+        gf[g].push_back(2.0 * kPrefill * gemms[g].O * gemms[g].I /
+                        time_linear(w, t, gemms[g], kPrefill, x, y));
+      }
+    }
+    const double tm = median(tv), gbs = double(bytes) / tm;
+    std::string name(dtype_name(t));
+    std::printf("%-7s %10.1f %9.2f %7.1f%% | %14.1f %6.2fx | %14.1f %6.2fx\n", name.c_str(),
+                tm * 1e6, gbs * 1e-9, 100 * gbs / read, median(gf[0]) * 1e-9,
+                median(gf[0]) / median(sg[0]), median(gf[1]) * 1e-9, median(gf[1]) / median(sg[1]));
+    std::fflush(stdout);
+  }
+  return 0;
+}
