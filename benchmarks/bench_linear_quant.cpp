@@ -2,7 +2,9 @@
 // the decode GEMV (N = 1) against this machine's read bandwidth, and the prefill GEMM (N = 512)
 // against OpenBLAS's sgemm on f32 weights of the same shape, all measured in the same run on all
 // OpenMP threads.
-// usage: bench_linear_quant [rounds=5] [buffer_mib=256] [types=all, e.g. q8_0,q4_k]
+// usage: bench_linear_quant [rounds=5] [buffer_mib=256] [types=all|q8_0,q4_k,…] [OxI …]
+// Shapes O×I: the first is the GEMV's, each is a GEMM's; default 4096x2048 2048x2048 (an expert's
+// fc1 and an attention projection of ZAYA1-8B).
 // Built as build/<dir>/benchmarks/bench_linear_quant.
 // GEMV: the weights are cycled through enough copies that each timed pass streams ≥ buffer_mib
 // from memory; "GB/s" counts weight bytes read per second (the quantized bytes: what decode must
@@ -74,77 +76,102 @@ DType parse_type(const std::string& s) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
   const long long buffer_mib = argc > 2 ? std::atoll(argv[2]) : 256;
-  std::vector<DType> types = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K,
-                              DType::Q6_K, DType::IQ4_XS, DType::F16};
-  if (argc > 3) {
+  std::vector<DType> types = {DType::Q8_0, DType::Q4_0, DType::Q5_0,   DType::Q4_K,
+                              DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::F16};
+  if (argc > 3 && std::string(argv[3]) != "all") {
     types.clear();
-    std::string list = argv[3];
+    const std::string list = argv[3];
     for (size_t p = 0; p <= list.size();) {
       const size_t q = std::min(list.find(',', p), list.size());
       types.push_back(parse_type(list.substr(p, q - p)));
       p = q + 1;
     }
   }
-  if (argc > 4 || rounds < 1 || buffer_mib < 1) {
-    std::fprintf(stderr, "usage: bench_linear_quant [rounds ≥ 1] [buffer_mib ≥ 1] [types]\n");
+  std::vector<Shape> shapes = {{4096, 2048}, {2048, 2048}};
+  if (argc > 4) shapes.clear();
+  for (int a = 4; a < argc; ++a) {
+    long long o = 0, i = 0;
+    if (std::sscanf(argv[a], "%lldx%lld", &o, &i) != 2 || o < 1 || i < 256 || i % 256) {
+      std::fprintf(stderr, "bench_linear_quant: shape %s is not OxI, I a multiple of 256\n",
+                   argv[a]);
+      return 2;
+    }
+    shapes.push_back({o, i});
+  }
+  if (rounds < 1 || buffer_mib < 1) {
+    std::fprintf(stderr,
+                 "usage: bench_linear_quant [rounds ≥ 1] [buffer_mib ≥ 1] [types] [OxI …]\n");
     return 2;
   }
   const size_t buffer = size_t(buffer_mib) << 20;
-  const Shape gemv = {4096, 2048};                            // an expert's fc1 (decode)
-  const std::vector<Shape> gemms = {{2048, 2048}, {4096, 2048}};  // attention / expert (prefill)
+  const Shape gemv = shapes[0];
   const int64_t kPrefill = 512;
-  std::vector<float> src(size_t(4096 * 2048));
+  int64_t max_oi = 0, max_o = 0, max_i = 0;
+  for (const Shape& g : shapes) {
+    max_oi = std::max(max_oi, g.O * g.I);
+    max_o = std::max(max_o, g.O);
+    max_i = std::max(max_i, g.I);
+  }
+  std::vector<float> src(static_cast<size_t>(max_oi));
   for (size_t i = 0; i < src.size(); ++i)
     src[i] = float((i * 2654435761u) % 2001) * 1e-3f - 1.0f;  // spread values in [−1, 1]
-  std::vector<float> x(size_t(kPrefill * 2048)), y(size_t(kPrefill * 4096));
+  std::vector<float> x(size_t(kPrefill * max_i)), y(size_t(kPrefill * max_o));
   for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 40503u) % 1001) * 2e-3f - 1.0f;
 
   std::printf("threads=%d buffer=%zu MiB rounds=%d isa=%s\n", omp_get_max_threads(), buffer >> 20,
               rounds, std::string(quant::isa_name(quant::active_isa())).c_str());
   std::vector<double> reads;
   for (int r = 0; r < rounds; ++r) reads.push_back(measure_read_bandwidth(buffer, 2));
-  std::vector<double> sg[2];
-  {
-    std::vector<float> wf(src);
-    for (int r = 0; r < rounds + 1; ++r)
-      for (size_t g = 0; g < gemms.size(); ++g) {
-        const double t = time_sgemm(wf, gemms[g], kPrefill, x, y);
-        if (r) sg[g].push_back(2.0 * kPrefill * gemms[g].O * gemms[g].I / t);  // r = 0: warm-up
-      }
-  }
+  std::vector<std::vector<double>> sg(shapes.size());
+  for (int r = 0; r < rounds + 1; ++r)
+    for (size_t g = 0; g < shapes.size(); ++g) {
+      const double t = time_sgemm(src, shapes[g], kPrefill, x, y);             // src as f32 weights
+      if (r) sg[g].push_back(2.0 * kPrefill * shapes[g].O * shapes[g].I / t);  // r = 0: warm-up
+    }
   const double read = median(reads);
   std::printf("read bandwidth (read-only, median) %7.2f GB/s\n", read * 1e-9);
-  for (size_t g = 0; g < gemms.size(); ++g)
+  for (size_t g = 0; g < shapes.size(); ++g)
     std::printf("sgemm N=%lld [%lld,%lld] (OpenBLAS, f32 weights) %7.1f GFLOP/s\n",
-                (long long)kPrefill, (long long)gemms[g].O, (long long)gemms[g].I,
+                (long long)kPrefill, (long long)shapes[g].O, (long long)shapes[g].I,
                 median(sg[g]) * 1e-9);
-  std::printf("%-7s %10s %9s %8s | %14s %7s | %14s %7s\n", "type", "GEMV us", "GB/s", "/read",
-              "GEMM 2048² GF/s", "/sgemm", "GEMM 4096×2048", "/sgemm");
+  std::printf("GEMV N=1 [%lld,%lld]; GEMM N=%lld: GFLOP/s and the ratio to sgemm, per shape\n",
+              (long long)gemv.O, (long long)gemv.I, (long long)kPrefill);
+  std::printf("%-7s %10s %9s %8s", "type", "GEMV us", "GB/s", "/read");
+  for (const Shape& g : shapes)
+    std::printf(" | %5lldx%-5lld %7s", (long long)g.O, (long long)g.I, "/sgemm");
+  std::printf("\n");
   for (DType t : types) {
-    // GEMV copies (first touch by the rows' readers is not needed: one NUMA node here).
+    // Every shape's weights are the first rows of the largest (rows are independent); the GEMV
+    // cycles through copies of its shape's.
+    std::vector<uint8_t> big(dtype_bytes(t, max_oi));
+    for (const Shape& g : shapes)
+      if (g.O * g.I == max_oi) {
+        quant::quantize_matrix(t, src.data(), big.data(), g.O, g.I);
+        break;
+      }
     const size_t bytes = dtype_bytes(t, gemv.O * gemv.I);
     std::vector<std::vector<uint8_t>> copies(std::max<size_t>(1, (buffer + bytes - 1) / bytes));
-    copies[0].resize(bytes);
-    quant::quantize_matrix(t, src.data(), copies[0].data(), gemv.O, gemv.I);
-    for (size_t c = 1; c < copies.size(); ++c) copies[c] = copies[0];
-    std::vector<std::vector<uint8_t>> one(1, copies[0]);  // the GEMMs' weights (4096×2048)
-    std::vector<std::vector<uint8_t>> half(1, std::vector<uint8_t>(copies[0].begin(),
-                                                                   copies[0].begin() + bytes / 2));
-    std::vector<double> tv, gf[2];
+    for (auto& c : copies) c.assign(big.begin(), big.begin() + ptrdiff_t(bytes));
+    std::vector<std::vector<std::vector<uint8_t>>> gw(shapes.size());
+    for (size_t g = 0; g < shapes.size(); ++g)
+      gw[g].assign(
+          1, std::vector<uint8_t>(
+                 big.begin(), big.begin() + ptrdiff_t(dtype_bytes(t, shapes[g].O * shapes[g].I))));
+    std::vector<double> tv;
+    std::vector<std::vector<double>> gf(shapes.size());
     time_linear(copies, t, gemv, 1, x, y);  // warm-up
     for (int r = 0; r < rounds; ++r) {
       tv.push_back(time_linear(copies, t, gemv, 1, x, y));
-      for (size_t g = 0; g < gemms.size(); ++g) {
-        auto& w = gemms[g].O == 4096 ? one : half;
-        gf[g].push_back(2.0 * kPrefill * gemms[g].O * gemms[g].I /
-                        time_linear(w, t, gemms[g], kPrefill, x, y));
-      }
+      for (size_t g = 0; g < shapes.size(); ++g)
+        gf[g].push_back(2.0 * kPrefill * shapes[g].O * shapes[g].I /
+                        time_linear(gw[g], t, shapes[g], kPrefill, x, y));
     }
     const double tm = median(tv), gbs = double(bytes) / tm;
-    std::string name(dtype_name(t));
-    std::printf("%-7s %10.1f %9.2f %7.1f%% | %14.1f %6.2fx | %14.1f %6.2fx\n", name.c_str(),
-                tm * 1e6, gbs * 1e-9, 100 * gbs / read, median(gf[0]) * 1e-9,
-                median(gf[0]) / median(sg[0]), median(gf[1]) * 1e-9, median(gf[1]) / median(sg[1]));
+    const std::string name(dtype_name(t));
+    std::printf("%-7s %10.1f %9.2f %7.1f%%", name.c_str(), tm * 1e6, gbs * 1e-9, 100 * gbs / read);
+    for (size_t g = 0; g < shapes.size(); ++g)
+      std::printf(" | %11.1f %6.2fx", median(gf[g]) * 1e-9, median(gf[g]) / median(sg[g]));
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;
