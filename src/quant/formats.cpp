@@ -1,21 +1,27 @@
 // The block formats (formats.h): scalar quantizers and the exact dequantizers.
 //
 // Dequantizing follows GGML's formulas operation by operation in f32 (docs/quantization.md), so a
-// block reads back to the same floats here, in the kernels and in llama.cpp: a value is computed
-// as the product of the block's f32 factors in GGML's order (Q4_K: (d·sc)·q − (dmin·m)), never
-// fused into a multiply-add (GCC contracts nothing under -std=c++20; clang is told below).
+// block reads back to the same floats here, in the kernels and in llama.cpp. Every product in them
+// is exact in f32: an f16 scale has 11 significant bits, and the sub-block scale and the level add
+// at most 12 more (Q6_K: an int8 scale, 7 bits, times |q| ≤ 32, 5; IQ4_XS: ls − 32, 5 bits, times
+// a table value, 7; Q5_K: 6 + 5), 23 in all. So the order of the multiplications does not matter,
+// and the only rounding is the K types' subtraction d·sc·q − dmin·m, the same whether or not a
+// compiler fuses it into a multiply-add: any kernel that computes these products exactly gets
+// GGML's values.
 //
 // Quantizing searches, for every (sub-)block, the scale (and min) with the least weighted squared
 // error: a grid of candidate scales, each refitted by least squares, as GGML's reference
-// quantizers do. Two things differ from those, both making the error smaller, never larger:
-// values are rounded against the scale as it is stored (an f16, or a 6- or 8-bit multiple of one),
-// not the unrounded one, and each sub-block's stored integer scale is chosen among its rounded
-// value and the two neighbours by the error it gives. The weights are GGML's (K types: mean
-// magnitude + |x|; Q6_K and IQ4_XS: x²), so the error is spread the same way over the values.
+// quantizers do, then polished (levels re-rounded to the best fit and refitted while that helps).
+// Two more steps than GGML's, each lowering the error: values are rounded against the scale as it
+// is stored (an f16, or a 6- or 8-bit multiple of one), not the unrounded one, and each
+// sub-block's stored integer scale (and min) is chosen among its rounded value and the neighbours
+// by the error it gives. The weights are GGML's (K types: the sub-block's RMS + |x|; Q6_K and
+// IQ4_XS: x²), so the error is spread over the values as GGML spreads it. docs/quantization.md
+// has the errors measured against GGML's.
 //
-// Errors: a non-finite value, or one whose block scale does not fit an f16 (|x| beyond roughly
-// 65504 times the type's largest level), throws zaya::Error naming its index; callers add the
-// tensor's name.
+// Errors: a non-finite value, or one too large for the type (beyond 65504, an f16's largest, times
+// the largest level and sub-block scale; Q4_K and Q5_K: 65504·63, the largest min), throws
+// zaya::Error naming its index; callers add the tensor's name.
 #include "quant/formats.h"
 
 #include <algorithm>
@@ -27,10 +33,6 @@
 
 #include "core/assert.h"
 #include "quant/blocks.h"
-
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
 
 namespace zaya::quant {
 namespace {
@@ -63,9 +65,8 @@ double max_magnitude(DType t) {
     case DType::Q5_0:
       return h * 16;
     case DType::Q4_K:
-      return h * 63 * 15;
     case DType::Q5_K:
-      return h * 63 * 31;
+      return h * 63;  // a negative value's min: dmin·m, m ≤ 63 (the levels' side goes further)
     case DType::Q6_K:
       return h * 128 * 32;
     case DType::IQ4_XS:
@@ -136,35 +137,36 @@ uint16_t sym_block(DType t, const float* x, int n, int qmin, int qmax, int ntry,
   int8_t tmp[kSuper];
   uint16_t best_h = 0;
   float best = std::numeric_limits<float>::infinity();
-  auto consider = [&](float d) {
-    const uint16_t h = scale_half(d, t, x, n, base);
+  // A scale and its refit; one that overflows an f16 is passed over (the first candidate, GGML's
+  // choice, fits whenever the values pass check_values).
+  auto try_scale = [&](float d) {
+    const uint16_t h = f32_to_f16(d);
+    if ((h & 0x7fffu) == 0x7c00u) return false;
     const float err = sym_levels(x, n, half(h), qmin, qmax, tmp);
     if (err < best) {
       best = err;
       best_h = h;
       std::copy(tmp, tmp + n, q);
     }
-    // The least-squares scale for these levels.
-    float sxq = 0, sqq = 0;
+    return true;
+  };
+  auto consider = [&](float d) {
+    if (!try_scale(d)) return;
+    float sxq = 0, sqq = 0;  // the least-squares scale for the levels of d
     for (int i = 0; i < n; ++i) {
       sxq += x[i] * float(tmp[i]);
       sqq += float(tmp[i]) * float(tmp[i]);
     }
-    if (sqq > 0 && sxq / sqq != d) {
-      const uint16_t h2 = scale_half(sxq / sqq, t, x, n, base);
-      const float err2 = sym_levels(x, n, half(h2), qmin, qmax, tmp);
-      if (err2 < best) {
-        best = err2;
-        best_h = h2;
-        std::copy(tmp, tmp + n, q);
-      }
-    }
+    if (sqq > 0 && sxq / sqq != d) try_scale(sxq / sqq);
   };
-  if (ntry == 0) {
-    consider(amax / float(qmax));
-  } else {
-    for (int k = -ntry; k <= ntry; ++k) consider(max / (float(qmin) + 0.1f * float(k)));
+  const float first = ntry == 0 ? amax / float(qmax) : max / float(qmin);
+  consider(first);
+  for (int k = 1; k <= ntry; ++k) {
+    consider(max / (float(qmin) - 0.1f * float(k)));
+    consider(max / (float(qmin) + 0.1f * float(k)));
   }
+  if (best_h == 0 && best == std::numeric_limits<float>::infinity())
+    scale_half(first, t, x, n, base);  // throws: no candidate fits an f16
   return best_h;
 }
 
@@ -229,32 +231,53 @@ void fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin, 
     }
     return e;
   };
-  float best_s = (hi - lo) / float(nmax), best_mn = lo;
-  float best = error_of(best_s, best_mn);
-  for (int k = 0; k <= nstep; ++k) {
-    const float iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - lo);
+  // The weighted least-squares (s, mn) for levels L(i); false when they do not determine them.
+  auto refit = [&](auto&& level, float* s, float* mn) {
     float sl = 0, sll = 0, sxl = 0;
     for (int i = 0; i < n; ++i) {
-      const float l = float(round_clamped(iscale * (x[i] - lo), 0, nmax));
+      const float l = level(i);
       sl += w[i] * l;
       sll += w[i] * l * l;
       sxl += w[i] * l * x[i];
     }
     const float det = sw * sll - sl * sl;
-    if (det <= 0) continue;
-    float s = (sw * sxl - swx * sl) / det;
-    float mn = (sll * swx - sl * sxl) / det;
-    if (mn > 0) {  // the min must not be positive (m ≥ 0): fit the scale alone
-      mn = 0;
-      s = sxl / sll;
+    if (!(det > 0)) return false;
+    *s = (sw * sxl - swx * sl) / det;
+    *mn = (sll * swx - sl * sxl) / det;
+    if (*mn > 0) {  // the min must not be positive (m ≥ 0): fit the scale alone
+      *mn = 0;
+      *s = sxl / sll;
     }
-    if (!(s > 0)) continue;
+    return *s > 0;
+  };
+  float best_s = (hi - lo) / float(nmax), best_mn = lo;
+  float best = error_of(best_s, best_mn);
+  // The grid: level 0 at the best min so far (it starts at min(x, 0)), the top level near max(x).
+  for (int k = 0; k <= nstep; ++k) {
+    const float anchor = best_mn;
+    const float iscale = (rmin + rdelta * float(k) + float(nmax)) / (hi - anchor);
+    float s, mn;
+    if (!refit([&](int i) { return float(round_clamped(iscale * (x[i] - anchor), 0, nmax)); }, &s,
+               &mn))
+      continue;
     const float e = error_of(s, mn);
     if (e < best) {
       best = e;
       best_s = s;
       best_mn = mn;
     }
+  }
+  // Polish: levels nearest to the best fit, refitted, while that helps.
+  for (int it = 0; it < 3; ++it) {
+    const float s0 = best_s, mn0 = best_mn;
+    float s, mn;
+    if (!refit([&](int i) { return float(round_clamped((x[i] - mn0) / s0, 0, nmax)); }, &s, &mn))
+      break;
+    const float e = error_of(s, mn);
+    if (!(e < best)) break;
+    best = e;
+    best_s = s;
+    best_mn = mn;
   }
   *s_out = best_s;
   *m_out = -best_mn;
@@ -375,6 +398,18 @@ float fit_scale_sym(const float* x, const float* w, int n, int nmax, int ntry) {
       best = best_s * sxl;
     }
   }
+  // Polish: levels nearest to the best scale, refitted, while that helps.
+  for (int it = 0; it < 3 && best_s != 0; ++it) {
+    float sxl = 0, sll = 0;
+    for (int i = 0; i < n; ++i) {
+      const float l = float(round_clamped(x[i] / best_s, -nmax, nmax - 1));
+      sxl += w[i] * x[i] * l;
+      sll += w[i] * l * l;
+    }
+    if (!(sll > 0 && sxl * sxl > best * sll)) break;
+    best_s = sxl / sll;
+    best = best_s * sxl;
+  }
   return best_s;
 }
 
@@ -475,6 +510,12 @@ float fit_scale_nl(const float* x, const float* w, int n, int ntry) {
   };
   consider(float(kIQ4NL[0]) / -max);
   for (int k = -ntry; k <= ntry; ++k) consider((float(k) + float(kIQ4NL[0])) / max);
+  // Polish: levels nearest to the best scale, refitted, while that helps.
+  for (int it = 0; it < 3 && best_s != 0; ++it) {
+    const float before = best;
+    consider(1 / best_s);
+    if (!(best > before)) break;
+  }
   return best_s;
 }
 

@@ -132,10 +132,9 @@ TEST(Dequantize, RandomBlocksFollowTheLayout) {
     }
     std::vector<float> y(size_t(be) * nblocks);
     dequantize_row(t, bytes.data(), y.data(), int64_t(y.size()));
-    // The products of the layout are exact in f32 except Q6_K's last one and the K types'
-    // subtraction: one rounding at most, so the value is the double result correctly rounded
-    // (within half an ulp); the other types are exact.
-    const bool one_rounding = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    // Every product of the layouts is exact in f32 (24 significant bits at most); only Q4_K's and
+    // Q5_K's subtraction rounds, once: the value is the double result within half an ulp.
+    const bool one_rounding = t == DType::Q4_K || t == DType::Q5_K;
     int bad = 0;
     for (int b = 0; b < nblocks; ++b) {
       for (int i = 0; i < be; ++i) {
@@ -372,6 +371,47 @@ TEST(RoundTrip, Huge) {
     const std::string msg = error_of([&] { quantize_row(t, x.data(), q.data(), kCols); });
     expect_contains(msg, "at index 0 ");
     expect_contains(msg, "too large for " + name(t));
+  }
+}
+
+// The largest magnitude of each block type: an f16 scale's 65504 times the largest level and
+// sub-block scale (Q4_K, Q5_K: the largest min). Values up to 0.4 of it quantize as well as small
+// ones; values above it are refused.
+double largest(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+      return 65504.0 * 127;
+    case DType::Q4_0:
+      return 65504.0 * 8;
+    case DType::Q5_0:
+      return 65504.0 * 16;
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return 65504.0 * 63;  // the min of a negative value: dmin·m
+    case DType::Q6_K:
+      return 65504.0 * 128 * 32;
+    case DType::IQ4_XS:
+      return 65504.0 * 32 * 127;
+    default:
+      return 0;
+  }
+}
+
+TEST(RoundTrip, LargeValuesWithinTheRange) {
+  const auto g = make_input(Kind::Gaussian, kRows * kCols, 12);
+  float amax = 0;
+  for (float v : g) amax = std::max(amax, std::fabs(v));
+  for (const Bound& b : kBounds) {
+    if (!dtype_is_quantized(b.t)) continue;
+    auto x = g;
+    for (float& v : x) v = float(double(v) / amax * 0.4 * largest(b.t));
+    const double err = rel_rms(x, round_trip(b.t, x, kRows, kCols));
+    EXPECT_LE(err, b.gaussian) << name(b.t);
+    x[5] = float(1.01 * largest(b.t));
+    std::vector<uint8_t> q(dtype_bytes(b.t, kCols));
+    const std::string msg = error_of([&] { quantize_row(b.t, x.data(), q.data(), kCols); });
+    expect_contains(msg, "at index 5 ");
+    expect_contains(msg, "too large for " + name(b.t));
   }
 }
 
