@@ -73,7 +73,7 @@ struct DotKernels {
   // (the decode GEMV), and the register tile of the GEMM.
   int gemv_rows = 1, tile_rows = 1, tile_cols = 1;
 };
-inline constexpr int kMaxRows = 4, kMaxCols = 4;
+inline constexpr int kMaxRows = 4, kMaxCols = 8;
 
 // t a block type; isa supported.
 const DotKernels& dot_kernels(DType t, Isa isa);

@@ -13,8 +13,8 @@
 // - N > 1 (batched decode, prefill): a blocked GEMM on integer dot products. A task owns a block of
 //   rows small enough to stay in L2 (~256 KB of weights; ~64 KB for few inputs, so that the tasks
 //   balance) and walks the inputs in tiles that stay in L1 (~16 KB of activations); within them,
-//   register tiles (DotKernels::tile_rows × tile_cols: 2 × 4 or 1 × 4 on AVX2) unpack each weight
-//   block once per 4 inputs and load each activation block once per tile row. The weights are
+//   register tiles (DotKernels::tile_rows × tile_cols: 1 × 8 or 2 × 4 on AVX2) unpack each weight
+//   block once per 8 or 4 inputs and load each activation block once per tile row. The weights are
 //   read from memory once per call.
 #include "ops/cpu/linear_quant.h"
 
