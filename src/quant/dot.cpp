@@ -185,6 +185,7 @@ void quantize_block(const float* x, int B, int8_t* q, float& d) {
     std::memset(q, 0, size_t(B));
     return;
   }
+  if (amax < kTinyAmax) amax = 0;  // dot.h: a negligible block is zeros (127 / amax would overflow)
   d = amax / 127.0f;
   const float id = amax > 0 ? 127.0f / amax : 0.0f;
   for (int j = 0; j < B; ++j) {

@@ -6,7 +6,8 @@
 // Q5_0, 256 for the K types and IQ4_XS — the weight's own block): d = max|x| / 127 and
 // q = round-to-nearest-even(x · 127 / max|x|), so |q| ≤ 127. For Q4_K and Q5_K (whose blocks carry
 // a min) the row also holds the sum of q over every 32 values. A block with a NaN or infinite value
-// gets d = NaN (q = 0), so the outputs it reaches are NaN rather than finite garbage.
+// gets d = NaN (q = 0), so the outputs it reaches are NaN rather than finite garbage; a block with
+// max|x| < kTinyAmax (where 127 / max|x| would overflow) is all zeros (d = 0, q = 0).
 //
 // One dot product, defined exactly (every ISA computes these bits):
 //   acc[0..8) = 0 (f32), m = 0 (f32)
@@ -36,6 +37,8 @@
 #include "core/dtype.h"
 
 namespace zaya::quant {
+
+inline constexpr float kTinyAmax = 1e-30f;
 
 enum class Isa : uint8_t { Scalar, Avx2, Avx512Vnni };
 std::string_view isa_name(Isa isa);

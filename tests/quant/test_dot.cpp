@@ -64,6 +64,11 @@ std::vector<float> activations(int64_t C, int64_t I, uint64_t seed) {
         for (int64_t j = 0; j < std::min<int64_t>(I, 32); ++j) row[j] = 0.0f;
         row[I - 1] = 1e6f;
         break;
+      case 3:  // a block of tiny values (127 / max|x| overflows: zeros) and one just above
+        for (int64_t j = 0; j < std::min<int64_t>(I, 32); ++j) row[j] = 1e-38f * float(j % 5);
+        if (I > 256)
+          for (int64_t j = 256; j < 288; ++j) row[j] = 2e-30f * float(j % 3) - 1e-30f;
+        break;
       default:
         break;
     }
