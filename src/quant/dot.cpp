@@ -8,6 +8,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/assert.h"
 #include "quant/blocks.h"
 #include "quant/dot_impl.h"
@@ -221,6 +225,14 @@ constexpr DotKernels kScalar[] = {scalar_kernels<DType::Q8_0>(),  scalar_kernels
                                   scalar_kernels<DType::Q5_K>(),  scalar_kernels<DType::Q6_K>(),
                                   scalar_kernels<DType::IQ4_XS>()};
 
+#if defined(__x86_64__)
+// F16C from cpuid leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c".
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 Isa detect_best() {
 #if defined(__x86_64__)
   if (isa_supported(Isa::Avx512Vnni)) return Isa::Avx512Vnni;
@@ -256,8 +268,7 @@ bool isa_supported(Isa isa) {
       return true;
     case Isa::Avx2:
 #if defined(__x86_64__)
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 #else
       return false;
 #endif
