@@ -16,7 +16,7 @@
 
 namespace zaya::test {
 
-enum class SkipReason { NoGpu, GpuPresent, NoMpirun, NoNccl };
+enum class SkipReason { NoGpu, GpuPresent, NoMpirun, NoNccl, NoCpuFeature };
 
 struct AllowedSkip {
   SkipReason reason;
@@ -38,6 +38,10 @@ inline constexpr AllowedSkip kAllowedSkips[] = {
     // The NCCL tests need NCCL: its header (only the CUDA build has nccl.h) or its library (a GPU
     // host without libnccl.so).
     {SkipReason::NoNccl, "no NCCL", "no NCCL"},
+    // Kernels for an instruction set the build compiles but this CPU does not run (the AVX-512
+    // VNNI kernels of quant/dot.h on a CPU without AVX-512): only that ISA's cases skip; the
+    // same tests run the other ISAs.
+    {SkipReason::NoCpuFeature, "the CPU lacks", "CPU feature missing"},
 };
 
 inline const AllowedSkip& allowed_skip(SkipReason r) {

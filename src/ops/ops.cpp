@@ -30,6 +30,26 @@ RowsOf rows_of(const Tensor& t) {
   return {D ? t.numel() / D : 0, D};
 }
 
+// The weights that exist only for inference (F32 x/y/b, no backward): BF16, F16 and the block
+// types (docs/quantization.md).
+bool is_inference_weight(DType t) {
+  return t == DType::BF16 || t == DType::F16 || dtype_is_quantized(t);
+}
+
+// A block-type matrix's rows are whole blocks; and only the CPU computes with block types or F16
+// (the GPU backend has BF16 and F32 kernels only).
+void check_blocks(const char* op, const Tensor& w) {
+  if (!dtype_is_quantized(w.dtype) && w.dtype != DType::F16) return;
+  ZAYA_ASSERT(w.size(1) % dtype_block_elems(w.dtype) == 0,
+              "{}: a {} weight's rows must be whole blocks of {} values, got {} ({})", op,
+              dtype_name(w.dtype), dtype_block_elems(w.dtype), w.size(1), w.shape_str());
+  if (w.device != Device::Cpu)
+    fail(
+        "{}: a {} weight on the {} has no kernel: the GPU backend computes F32 and BF16 weights "
+        "only; run quantized and F16 models on the CPU (docs/quantization.md)",
+        op, dtype_name(w.dtype), device_name(w.device));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- linear
@@ -38,11 +58,12 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
                     bool accumulate) {
   ZAYA_ASSERT(w.ndim == 2 && w.size(1) > 0, "linear: w {} must be [O,I] with I > 0", w.shape_str());
   const int64_t O = w.size(0), I = w.size(1), N = x.numel() / I;
-  if (w.dtype == DType::BF16) {
+  if (is_inference_weight(w.dtype)) {
     ZAYA_ASSERT(
         x.dtype == DType::F32 && y.dtype == DType::F32 && (!b.defined() || b.dtype == DType::F32),
-        "linear: a BF16 w needs F32 x, y and b, got x {} y {}", dtype_name(x.dtype),
-        dtype_name(y.dtype));
+        "linear: a {} w needs F32 x, y and b, got x {} y {}", dtype_name(w.dtype),
+        dtype_name(x.dtype), dtype_name(y.dtype));
+    check_blocks("linear", w);
   } else {
     check_float(y, x, w, b);
   }
@@ -55,7 +76,8 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
 
 void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const Tensor& dy,
                      const Tensor& x, const Tensor& w, bool accumulate_dx) {
-  ZAYA_ASSERT(w.dtype != DType::BF16, "linear_backward: a BF16 w has no backward (inference only)");
+  ZAYA_ASSERT(!is_inference_weight(w.dtype),
+              "linear_backward: a {} w has no backward (inference only)", dtype_name(w.dtype));
   ZAYA_ASSERT(w.ndim == 2 && w.size(1) > 0, "linear_backward: w {} must be [O,I] with I > 0",
               w.shape_str());
   const int64_t O = w.size(0), I = w.size(1), N = x.numel() / I;
@@ -79,10 +101,11 @@ void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table
               dtype_name(ids.dtype));
   const int64_t D = table.size(1), N = ids.numel();
   check_numel(out, N * D, "embedding_forward: out");
-  if (table.dtype == DType::BF16)
-    ZAYA_ASSERT(out.dtype == DType::F32, "embedding_forward: a BF16 table needs an F32 out, got {}",
-                dtype_name(out.dtype));
-  else
+  if (is_inference_weight(table.dtype)) {
+    ZAYA_ASSERT(out.dtype == DType::F32, "embedding_forward: a {} table needs an F32 out, got {}",
+                dtype_name(table.dtype), dtype_name(out.dtype));
+    check_blocks("embedding_forward", table);
+  } else
     check_float(table, out);
   ZAYA_OP_DISPATCH(embedding_forward, out, ids, table);
 }
@@ -338,8 +361,8 @@ void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& 
 
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r) {
   ZAYA_ASSERT(cos.defined() && sin.defined() && cos.dtype == DType::F32 && sin.dtype == DType::F32,
-              "rope_tables: cos/sin must be F32 (fp32 RoPE, docs/model.md §0.2.7), got {} / {}", dtype_name(cos.dtype),
-              dtype_name(sin.dtype));
+              "rope_tables: cos/sin must be F32 (fp32 RoPE, docs/model.md §0.2.7), got {} / {}",
+              dtype_name(cos.dtype), dtype_name(sin.dtype));
   ZAYA_ASSERT(r > 0 && r % 2 == 0 && pos0 >= 0, "rope_tables: r = {} (even, > 0), pos0 = {}", r,
               pos0);
   ZAYA_ASSERT(cos.ndim == 2 && cos.size(1) == r / 2 && sin.ndim == 2 &&

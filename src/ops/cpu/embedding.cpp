@@ -1,8 +1,10 @@
-// Embedding lookup on the CPU (docs/model.md §6, §8.4): out[n] = table[ids[n]]; backward scatters dout into
-// dtable except row skip_row (no gradient to the pad row, docs/model.md §0.2.6). The scatter groups tokens by id and sums each id's rows in
-// double in token order: parallel over ids, no write conflicts, thread-count independent bits.
-// A BF16 table (inference: the tied embedding stays bf16) gathers into an F32 out, widening the
-// rows (exact).
+// Embedding lookup on the CPU (docs/model.md §6, §8.4): out[n] = table[ids[n]]; backward scatters
+// dout into dtable except row skip_row (no gradient to the pad row, docs/model.md §0.2.6). The
+// scatter groups tokens by id and sums each id's rows in double in token order: parallel over ids,
+// no write conflicts, thread-count independent bits. A BF16 table (inference: the tied embedding
+// stays bf16) gathers into an F32 out, widening the rows (exact); an F16 or block-quantized table
+// (a GGUF model's) likewise, each row dequantized by quant::dequantize_row (exact: the values the
+// weight stands for).
 #include <algorithm>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "ops/check.h"
 #include "ops/cpu/linear_bf16.h"
 #include "ops/cpu/parallel.h"
+#include "quant/formats.h"
 
 namespace zaya::ops::cpu {
 
@@ -31,6 +34,16 @@ void gather_bf16(float* out_ND, const int32_t* ids_N, const uint16_t* table_VD, 
                  int64_t D) {
 #pragma omp parallel for schedule(static) if (N * D > kParallelMin)
   for (int64_t n = 0; n < N; ++n) widen_bf16(out_ND + n * D, table_VD + int64_t(ids_N[n]) * D, D);
+}
+
+// Rows of an F16 or block-type table, dequantized.
+void gather_quant(float* out_ND, const int32_t* ids_N, const void* table_VD, DType t, int64_t N,
+                  int64_t D) {
+  const size_t row = dtype_bytes(t, D);
+  const uint8_t* table = static_cast<const uint8_t*>(table_VD);
+#pragma omp parallel for schedule(static) if (N * D > kParallelMin)
+  for (int64_t n = 0; n < N; ++n)
+    quant::dequantize_row(t, table + size_t(ids_N[n]) * row, out_ND + n * D, D);
 }
 
 // order: token indices grouped by id; group g is order[starts[g] … starts[g+1]).
@@ -63,6 +76,10 @@ void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table
   check_ids("embedding_forward", ids_N, N, V);
   if (table.dtype == DType::BF16) {
     gather_bf16(out.ptr<float>(), ids_N, table.ptr<uint16_t>(), N, D);
+    return;
+  }
+  if (table.dtype == DType::F16 || dtype_is_quantized(table.dtype)) {
+    gather_quant(out.ptr<float>(), ids_N, table.data, table.dtype, N, D);
     return;
   }
   ZAYA_DISPATCH_FLOAT(table.dtype, gather(out.ptr<scalar_t>(), ids_N, table.ptr<scalar_t>(), N, D));

@@ -1,9 +1,11 @@
-// linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms. A BF16
-// weight (inference; x, y, b F32) goes to linear_bf16.cpp; it has no backward.
+// linear_forward / linear_backward on the CPU: BLAS GEMMs (blas.h) plus the bias terms. Inference
+// weights (x, y, b F32; no backward): BF16 and F16 go to linear_bf16.cpp, the block-quantized
+// types (Q8_0 … IQ4_XS) to linear_quant.cpp.
 #include "ops/backend.h"
 #include "ops/check.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/linear_bf16.h"
+#include "ops/cpu/linear_quant.h"
 
 namespace zaya::ops::cpu {
 
@@ -42,6 +44,16 @@ void linear_forward(const Tensor& y, const Tensor& x, const Tensor& w, const Ten
   if (w.dtype == DType::BF16) {
     linear_bf16_forward(y.ptr<float>(), x.ptr<float>(), w.ptr<uint16_t>(), ptr_or_null<float>(b), N,
                         O, I, accumulate);
+    return;
+  }
+  if (w.dtype == DType::F16) {
+    linear_f16_forward(y.ptr<float>(), x.ptr<float>(), static_cast<const uint16_t*>(w.data),
+                       ptr_or_null<float>(b), N, O, I, accumulate);
+    return;
+  }
+  if (dtype_is_quantized(w.dtype)) {
+    linear_quant_forward(y.ptr<float>(), x.ptr<float>(), w.data, w.dtype, ptr_or_null<float>(b), N,
+                         O, I, accumulate);
     return;
   }
   ZAYA_DISPATCH_FLOAT(y.dtype, forward(y.ptr<scalar_t>(), x.ptr<scalar_t>(), w.ptr<scalar_t>(),
