@@ -31,6 +31,7 @@
 #include "data/shards.h"
 #include "data/tokenizer.h"
 #include "eval/perplexity.h"
+#include "infer/gguf_model.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
 #include "infer/model_source.h"
