@@ -1,6 +1,7 @@
-// A model directory written as one GGUF file, for the tests of running a GGUF (docs/quantization.md,
-// "Running a GGUF"): the directory's weights under their scheme-B names (gguf_name), the metadata
-// of set_model_keys (zaya.config_json: the exact config) and, as the options say,
+// A model directory written as one GGUF file, for the tests of running a GGUF
+// (docs/quantization.md, "Running a GGUF"): the directory's weights under their scheme-B names
+// (gguf_name), the metadata of set_model_keys (zaya.config_json: the exact config) and, as the
+// options say,
 //   - the tokenizer: the exact tokenizer.json as zaya.tokenizer_json (what zaya writes), or only
 //     the GGML vocabulary arrays the community converters write (tokenizer.ggml.model "gemma4",
 //     tokens, token_type, merges; user-defined tokens with their "▁" written as spaces; the ids

@@ -146,8 +146,8 @@ bool is_gguf_file(const std::string& path) {
 }
 
 ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
-  if (arg.empty()) fail("{}: empty path; give a model directory, a GGUF file, a checkpoint or a run",
-         flag);
+  if (arg.empty())
+    fail("{}: empty path; give a model directory, a GGUF file, a checkpoint or a run", flag);
   // "runs/x/" names runs/x: drop trailing separators (but keep "/" itself).
   std::string clean = arg;
   while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
@@ -194,8 +194,7 @@ ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
 }
 
 std::string model_path_line(const ModelPath& p) {
-  return p.note.empty() ? ""
-                        : fmt::format("model {} ({})", p.dir.empty() ? p.gguf : p.dir, p.note);
+  return p.note.empty() ? "" : fmt::format("model {} ({})", p.dir.empty() ? p.gguf : p.dir, p.note);
 }
 
 }  // namespace zaya

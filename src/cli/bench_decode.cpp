@@ -1,4 +1,5 @@
-// zaya bench decode [--model DIR|FILE.gguf [--bf16] | --config CONFIG.json [--dtype bf16|f32]] [--batch B]
+// zaya bench decode [--model DIR|FILE.gguf [--bf16] | --config CONFIG.json [--dtype bf16|f32]]
+// [--batch B]
 //                   [--prompt-tokens P] [--tokens N] [--seed S] [--bandwidth-mib M] [--json]
 // Decode throughput against the machine's memory bandwidth, measured in the same run. A decode step
 // reads every weight once (attention and its conv, norms, the router, the tied LM head) except the

@@ -9,6 +9,7 @@
 // M is anything open_model_source takes: a model directory is scored by the training model (F32),
 // a GGUF file by the inference decoder on its stored weights (eval/perplexity.h infer_scorer),
 // in the same windows, on the CPU (--logits and --grads need the training model).
+#include <xxhash.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -17,7 +18,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <xxhash.h>
 
 #include "cli/commands.h"
 #include "core/arena.h"
@@ -35,8 +35,8 @@
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
 #include "infer/model_source.h"
-#include "io/gguf.h"
 #include "io/file.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/activations.h"
@@ -180,8 +180,8 @@ int eval_token_lines_infer(const EvalArgs& args, const ModelSource& src, const I
   check_token_text(args.tokens);
   const TokenLines lines = read_token_lines(args.tokens, c.vocab_size);
   const int64_t B = lines.rows, T = lines.cols;
-  log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s, device cpu",
-           B, T, src.path, c.num_layers(), timer.seconds());
+  log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s, device cpu", B,
+           T, src.path, c.num_layers(), timer.seconds());
   std::vector<int32_t> targets(size_t(B * T), -1);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t + 1 < T; ++t)

@@ -4,10 +4,11 @@
 //               [--max-context N] [--tokenizer FILE] [--quiet]
 // M is anything open_model_source takes (a model directory, a checkpoint, a run, a file in a
 // model directory, a GGUF file); the tokenizer, the context and the special ids come from the
-// model (infer/model_source.h, infer/model_files.h). Streams generated text to stdout as it is decoded (one sample), or prints
-// each of N samples — decoded together as one batch, seeds S … S+N−1 — when it ends. --ids prints
-// the generated ids (one line per sample, space-separated) instead of text. What it picked, and
-// the prompt and decode rates, go to stderr; --quiet drops those and keeps the text.
+// model (infer/model_source.h, infer/model_files.h). Streams generated text to stdout as it is
+// decoded (one sample), or prints each of N samples — decoded together as one batch, seeds S …
+// S+N−1 — when it ends. --ids prints the generated ids (one line per sample, space-separated)
+// instead of text. What it picked, and the prompt and decode rates, go to stderr; --quiet drops
+// those and keeps the text.
 #include <algorithm>
 #include <cstdio>
 #include <memory>

@@ -2,10 +2,11 @@
 // MODEL is anything open_model_source takes (a model directory, a GGUF file, a checkpoint, a run,
 // a file in a model directory; what it picked goes to stderr); a config.json outside a model
 // directory is read alone. A GGUF file adds what it stores: its naming scheme (A or B, and whether
-// zaya wrote it), the tensors per type (count and bytes) and the bits per weight. The schema and layout read (original or transformers-native), the trained context
-// of a model directory (tokenizer_config.json's model_max_length) and max_position_embeddings, then
-// parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
-// per token next to full multi-head attention of the same width.
+// zaya wrote it), the tensors per type (count and bytes) and the bits per weight. The schema and
+// layout read (original or transformers-native), the trained context of a model directory
+// (tokenizer_config.json's model_max_length) and max_position_embeddings, then parameters (total /
+// without embedding / active per token), FLOPs per token and KV-cache bytes per token next to full
+// multi-head attention of the same width.
 #include <algorithm>
 #include <filesystem>
 #include <memory>

@@ -5,9 +5,10 @@
 //            [--quiet]
 // The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
 // open_model_source takes (a GGUF file too); the tokenizer, the context and the special ids come
-// from the model (infer/model_source.h, infer/model_files.h), the served name from its path (a run's name for a checkpoint's
-// model). Streams follow the rule of docs/cli.md: stdout carries one line, the result a script
-// waits for — printed once the server listens, with the real port (so --port 0 picks a free one):
+// from the model (infer/model_source.h, infer/model_files.h), the served name from its path (a
+// run's name for a checkpoint's model). Streams follow the rule of docs/cli.md: stdout carries one
+// line, the result a script waits for — printed once the server listens, with the real port (so
+// --port 0 picks a free one):
 //   zaya serve: NAME (PARAMS params, DTYPE) on http[s]://HOST:PORT — KV cache N bytes/token, max
 //   batch B, context T
 // and stderr the logs: what was picked, the context's origin, one line per request (server.h);

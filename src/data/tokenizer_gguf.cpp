@@ -61,9 +61,9 @@ GgufVocab read_gguf_vocab(const GgufFile& f) {
   v.tokens = strings(f, "tokenizer.ggml.tokens");
   v.merges = strings(f, "tokenizer.ggml.merges");
   if (const GgufValue* t = f.find("tokenizer.ggml.token_type")) {
-    const bool integers = t->type == GgufType::Array &&
-                          (t->elem == GgufType::I32 || t->elem == GgufType::U32 ||
-                           t->elem == GgufType::I8 || t->elem == GgufType::U8);
+    const bool integers =
+        t->type == GgufType::Array && (t->elem == GgufType::I32 || t->elem == GgufType::U32 ||
+                                       t->elem == GgufType::I8 || t->elem == GgufType::U8);
     if (!integers)
       fail("{}: tokenizer.ggml.token_type must be an array of integers, got {}", f.path(),
            gguf_type_name(t->type == GgufType::Array ? t->elem : t->type));

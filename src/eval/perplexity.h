@@ -57,8 +57,8 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 
 // Scores one batch: ids and targets [rows, T] row after row (a target −1 is not scored); returns
 // Σ −log p(target | the row's ids up to it) over the scored targets, in nats.
-using BatchScorer = std::function<double(const int32_t* ids, const int32_t* targets, int64_t rows,
-                                         int64_t T)>;
+using BatchScorer =
+    std::function<double(const int32_t* ids, const int32_t* targets, int64_t rows, int64_t T)>;
 // The training model's forward (model/transformer.h model_forward), on its device.
 BatchScorer model_scorer(const Model& model);
 // The inference decoder's (infer/decoder.h): each row prefilled into a fresh cache in chunks, the

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/assert.h"
 #include "checkpoint/model_path.h"
+#include "core/assert.h"
 #include "core/rng.h"
 #include "infer/gguf_model.h"
 #include "io/model_dir.h"

@@ -120,9 +120,9 @@ ModelSource open_model_source(const std::string& arg, const std::string& flag) {
     s.path = mp.gguf;
     s.gguf = std::make_shared<const GgufModel>(open_gguf_model(mp.gguf));
     s.config = s.gguf->config;
-    s.config_origin = mp.gguf + (s.gguf->file->find("zaya.config_json")
-                                     ? " (zaya.config_json)"
-                                     : " (its zaya.* keys and tensor shapes)");
+    s.config_origin =
+        mp.gguf + (s.gguf->file->find("zaya.config_json") ? " (zaya.config_json)"
+                                                          : " (its zaya.* keys and tensor shapes)");
     s.extras = gguf_extras(*s.gguf->file);
     return s;
   }

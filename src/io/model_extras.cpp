@@ -95,8 +95,7 @@ void read_generation_config(const std::string& path, ModelExtras& x) {
   read_generation_config_text(read_text_file(path, "model file"), path, x);
 }
 
-void read_generation_config_text(const std::string& text, const std::string& path,
-                                 ModelExtras& x) {
+void read_generation_config_text(const std::string& text, const std::string& path, ModelExtras& x) {
   const json j = read_object(text, path);
   x.generation_config = path;
   if (present(j, "bos_token_id"))

@@ -47,8 +47,7 @@ void read_tokenizer_config(const std::string& path, ModelExtras& x);
 void read_generation_config(const std::string& path, ModelExtras& x);
 // The same from the file's text (a GGUF file carries both as metadata strings); `origin` names
 // the text in messages and becomes x.tokenizer_config / x.generation_config.
-void read_tokenizer_config_text(const std::string& text, const std::string& origin,
-                                ModelExtras& x);
+void read_tokenizer_config_text(const std::string& text, const std::string& origin, ModelExtras& x);
 void read_generation_config_text(const std::string& text, const std::string& origin,
                                  ModelExtras& x);
 

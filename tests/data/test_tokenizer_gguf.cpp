@@ -56,7 +56,10 @@ GgufVocab small_vocab() {
   add("<bos>", GgufTokenType::Control);
   add("<unk>", GgufTokenType::Unknown);
   for (int b = 0; b < 256; ++b) add(fmt::format("<0x{:02X}>", b), GgufTokenType::Byte);
-  for (const char* t : {"\xe2\x96\x81", "a", "b", "\xe2\x96\x81" "a", "ab"})  // 260 … 264
+  for (const char* t : {"\xe2\x96\x81", "a", "b",
+                        "\xe2\x96\x81"
+                        "a",
+                        "ab"})  // 260 … 264
     add(t, GgufTokenType::Normal);
   add("  ", GgufTokenType::UserDefined);  // 265: "▁▁", its "▁" written as spaces
   add("[PAD266]", GgufTokenType::Unused);
@@ -126,10 +129,12 @@ TEST(TokenizerGguf, FromAFileAndWhatAFileLacks) {
         << g.why_not;
   }
   {  // Byte-level GPT-2 tokens.
-    const GgufTokenizer g = gguf_tokenizer(
-        gguf_with(dir, {{"tokenizer.ggml.model", GgufValue::str("gpt2")},
-                        {"tokenizer.ggml.tokens", strings({"a", "b", "\xc4\xa0" "a"})},
-                        {"tokenizer.ggml.merges", strings({"\xc4\xa0 a"})}}));
+    const GgufTokenizer g =
+        gguf_tokenizer(gguf_with(dir, {{"tokenizer.ggml.model", GgufValue::str("gpt2")},
+                                       {"tokenizer.ggml.tokens", strings({"a", "b",
+                                                                          "\xc4\xa0"
+                                                                          "a"})},
+                                       {"tokenizer.ggml.merges", strings({"\xc4\xa0 a"})}}));
     EXPECT_FALSE(g.tok);
     EXPECT_NE(g.why_not.find("byte-level"), std::string::npos) << g.why_not;
   }
@@ -165,12 +170,15 @@ TEST(TokenizerGguf, MalformedVocabulariesNameTheKey) {
       {"t.gguf (tokenizer.ggml.*)", "merges[0]", "\"zz\" is not in the vocabulary"});
   expect_error(
       [&] {
-        gguf_tokenizer(gguf_with(dir, {{"tokenizer.ggml.tokens", strings({"a", "b", "a"})},
-                                       {"tokenizer.ggml.merges", strings({"a b"})}}));
+        gguf_tokenizer(
+            gguf_with(dir, {{"tokenizer.ggml.tokens", strings({"\xe2\x96\x81", "a", "b", "a"})},
+                            {"tokenizer.ggml.merges", strings({"a b"})}}));
       },
-      {"t.gguf (tokenizer.ggml.*)", "\"a\" twice"});
+      {"t.gguf (tokenizer.ggml.*)", "\"a\" twice (again at id 3)"});
   expect_error(
-      [&] { gguf_tokenizer(gguf_with(dir, {{"zaya.tokenizer_json", GgufValue::str("{nope")}})); },
+      [&] {
+        gguf_tokenizer(gguf_with(dir, {{"zaya.tokenizer_json", GgufValue::str("{nope")}}));
+      },
       {"t.gguf (zaya.tokenizer_json)", "not valid JSON"});
 }
 
