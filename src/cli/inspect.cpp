@@ -182,7 +182,7 @@ int run_inspect(const InspectArgs& a) {
                  : "Zyphra's original: skip class outputs p·x, plain L2 norm");
   if (extras.model_max_length > 0)
     fmt::print("context                {} tokens trained ({}), {} positions\n", trained,
-               src ? extras.tokenizer_config : std::string("tokenizer_config.json"),
+               gguf ? extras.tokenizer_config : std::string("tokenizer_config.json"),
                c.max_position_embeddings);
   else
     fmt::print("context                {} positions (max_position_embeddings)\n",
