@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zaya::fuzz::expect_clean([&] {
     auto file = std::make_shared<const zaya::GgufFile>(zaya::GgufFile::from_bytes(
         std::string(reinterpret_cast<const char*>(data), size), "fuzz.gguf"));
-    for (const auto& [key, value] : file->metadata()) {
+    for (const auto& kv : file->metadata()) {
+      const std::string& key = kv.first;  // (a structured binding cannot be captured in C++20)
       zaya::fuzz::expect_clean([&] { file->get_int(key); });
       zaya::fuzz::expect_clean([&] { file->get_float(key); });
       zaya::fuzz::expect_clean([&] { file->get_str(key); });

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "io/gguf.h"
 #include "model/model.h"
+#include "quant/formats.h"
 
 namespace zaya::test {
 
@@ -27,6 +28,11 @@ struct CommunityOptions {
   // The converter's --outtype for the tensors the dtype rule does not force to F32: F32, F16 or
   // BF16.
   DType outtype = DType::F32;
+  // llama-quantize's type for the tensors it quantizes (F32: the file is not quantized). It
+  // quantizes every tensor of two or more dimensions but the norms, except (scheme B) the router's
+  // down projection and both conv kernels; a kernel of rows of 2 (scheme A) falls back to F16, and
+  // a tensor whose rows are not whole blocks keeps its converted dtype.
+  DType quantize = DType::F32;
   // Tensors left out (a truncated or partial conversion).
   std::set<std::string> drop = {};
   // general.architecture (another one for the refusal tests).
@@ -119,6 +125,26 @@ inline std::string encode(const float* x, size_t n, DType t) {
   return out;
 }
 
+// The dtype llama-quantize gives a tensor stored as `stored` (see CommunityOptions::quantize).
+inline DType quantized_dtype(const std::string& name, const std::vector<int64_t>& ne, bool scheme_b,
+                             DType stored, DType quantize) {
+  if (quantize == DType::F32 || ne.size() < 2 || ends_with(name, "_norm.weight")) return stored;
+  if (scheme_b &&
+      (ends_with(name, ".ffn_gate_inp.weight") || ends_with(name, ".ssm_conv1d.weight") ||
+       ends_with(name, ".cca_conv_grp.weight")))
+    return stored;
+  if (ne[0] == 2) return DType::F16;
+  return ne[0] % dtype_block_elems(quantize) == 0 ? quantize : stored;
+}
+
+// n F32 values in rows of `cols` as dtype t's bytes (any weight type).
+inline std::string encode_rows(const float* x, size_t n, int64_t cols, DType t) {
+  if (!dtype_is_quantized(t)) return encode(x, n, t);
+  std::string out(dtype_bytes(t, int64_t(n)), '\0');
+  quant::quantize_matrix(t, x, out.data(), int64_t(n) / cols, cols);
+  return out;
+}
+
 inline uint32_t file_type(DType outtype) {  // llama.cpp's LLAMA_FTYPE_ALL_F32 / MOSTLY_F16 / BF16
   return outtype == DType::F32 ? 0 : outtype == DType::F16 ? 1 : 32;
 }
@@ -128,7 +154,7 @@ inline uint32_t file_type(DType outtype) {  // llama.cpp's LLAMA_FTYPE_ALL_F32 /
 // The tensors of `m` as a scheme-s converter writes them, in the model's order (experts stacked
 // where their first tensor is).
 inline std::vector<CommunityTensor> community_tensors(const Model& m, CommunityScheme s,
-                                                      DType outtype) {
+                                                      DType outtype, DType quantize = DType::F32) {
   using namespace community_detail;
   const ZayaConfig& c = m.config();
   const bool B = s != CommunityScheme::A;
@@ -160,8 +186,8 @@ inline std::vector<CommunityTensor> community_tensors(const Model& m, CommunityS
         CommunityTensor t{"", DType::F32, ne, ""};
         if (s == CommunityScheme::C) block = spec.layer / 2;
         t.name = "blk." + std::to_string(block) + "." + name;
-        t.dtype = stored_dtype(t.name, 3, B, outtype);
-        t.bytes = encode(x, n, t.dtype);
+        t.dtype = quantized_dtype(t.name, ne, B, stored_dtype(t.name, 3, B, outtype), quantize);
+        t.bytes = encode_rows(x, n, ne[0], t.dtype);
         out.push_back(std::move(t));
         continue;
       }
@@ -202,8 +228,8 @@ inline std::vector<CommunityTensor> community_tensors(const Model& m, CommunityS
     CommunityTensor t;
     t.name = name;
     t.ne = ne;
-    t.dtype = stored_dtype(name, ne.size(), B, outtype);
-    t.bytes = encode(x, size_t(spec.numel()), t.dtype);
+    t.dtype = quantized_dtype(name, ne, B, stored_dtype(name, ne.size(), B, outtype), quantize);
+    t.bytes = encode_rows(x, size_t(spec.numel()), ne[0], t.dtype);
     out.push_back(std::move(t));
   }
   return out;
@@ -257,7 +283,7 @@ inline void write_community_gguf(const std::string& path, const Model& m, Commun
     w.set("tokenizer.ggml.scores", GgufValue::array(GgufType::F32, std::move(scores)));
     w.set("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, std::move(types)));
   }
-  std::vector<CommunityTensor> ts = community_tensors(m, s, o.outtype);
+  std::vector<CommunityTensor> ts = community_tensors(m, s, o.outtype, o.quantize);
   std::erase_if(ts, [&](const CommunityTensor& t) { return o.drop.count(t.name) > 0; });
   for (const CommunityTensor& t : ts) w.add_tensor(t.name, t.dtype, t.ne);
   for (const CommunityTensor& t : ts) w.write_tensor(t.name, t.bytes.data(), t.bytes.size());

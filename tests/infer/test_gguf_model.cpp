@@ -289,3 +289,34 @@ TEST(GgufModel, ZayaOneShapesNeedTheConvertersTensorCount) {
   EXPECT_EQ(n.ne, (std::vector<int64_t>{2048, 4096, 16}));
   EXPECT_EQ(n.expert, 15);
 }
+
+TEST(GgufModel, QuantizedCommunityFilesMapToTheirStoredBlocks) {
+  const Model m = tiny_native_model();
+  for (CommunityScheme s : {CommunityScheme::A, CommunityScheme::B}) {
+    const bool A = s == CommunityScheme::A;
+    SCOPED_TRACE(A ? "scheme A" : "scheme B");
+    ScratchDir dir;
+    const std::string path = dir / "q8.gguf";
+    write_community_gguf(path, m, s, {.quantize = DType::Q8_0});
+    const GgufModel g = open_gguf_model(path);
+    expect_same_model(g.config, m.config());
+    int quantized = 0;
+    for (const ParamSpec& spec : m.layout().specs) {
+      const Tensor t = g.tensor(spec);
+      const bool conv = spec.kind == ParamKind::Conv;
+      const bool kept =
+          !A && (conv || spec.name.find("router.down_proj.weight") != std::string::npos);
+      DType want = DType::F32;
+      if (is_matrix(spec) && !kept) want = conv ? DType::F16 : DType::Q8_0;  // A: kernels of 2
+      EXPECT_EQ(t.dtype, want) << spec.name;
+      const Tensor v = spec.view(m.params());
+      const int64_t cols = spec.shape.back();
+      const std::string bytes = community_detail::encode_rows(static_cast<const float*>(v.data),
+                                                              size_t(spec.numel()), cols, t.dtype);
+      ASSERT_EQ(t.nbytes(), bytes.size()) << spec.name;
+      EXPECT_EQ(std::memcmp(t.data, bytes.data(), bytes.size()), 0) << spec.name;
+      quantized += t.dtype == DType::Q8_0;
+    }
+    EXPECT_GT(quantized, 20);
+  }
+}
