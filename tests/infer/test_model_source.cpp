@@ -6,7 +6,9 @@
 // arrays, the special ids) gives the same ids and special tokens; a file without a tokenizer says
 // so naming the file until --tokenizer names one; a truncated file and another architecture's are
 // errors naming the file. InferModel::load picks the loader from the path, and reports the
-// dominant matrix dtype and the bytes it holds.
+// dominant matrix dtype and the bytes it holds. Files as the community converters write them
+// (tests/gguf_community.h, both namings) run as the directory too, and their SentencePiece-style
+// token list without merges is no tokenizer, said so.
 #include "infer/model_source.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +22,7 @@
 #include "chat_model_dir.h"
 #include "checkpoint/model_path.h"
 #include "data/tokenizer.h"
+#include "gguf_community.h"
 #include "gguf_model_file.h"
 #include "infer/cache.h"
 #include "infer/decoder.h"
@@ -214,4 +217,21 @@ TEST(ModelSource, BrokenAndForeignFilesNameTheFile) {
   EXPECT_EQ(mp.gguf, llama);
   EXPECT_EQ(mp.dir, "");
   EXPECT_EQ(mp.name, "llama");
+}
+
+TEST(ModelSource, CommunityFilesRunAsTheirDirectory) {
+  NEED_CHAT_MODEL();
+  ScratchDir d;
+  const Model model = Model::load_dir(zaya_chat_model_dir());
+  const std::vector<float> want = last_logits(InferModel::load(zaya_chat_model_dir()));
+  for (const CommunityScheme scheme : {CommunityScheme::A, CommunityScheme::B}) {
+    const std::string path = d / (scheme == CommunityScheme::A ? "a.gguf" : "b.gguf");
+    write_community_gguf(path, model, scheme, {.tokens = {"<pad>", "<eos>", "<bos>"}});
+    const ModelSource src = open_model_source(path);
+    EXPECT_EQ(src.config_origin, path + " (its zaya.* keys and tensor shapes)");
+    EXPECT_EQ(last_logits(src.load_weights()), want) << path;
+    const SourceTokenizer t = src.load_tokenizer("");
+    EXPECT_FALSE(t.tok);
+    EXPECT_NE(t.why_not.find("no tokenizer.ggml.merges"), std::string::npos) << t.why_not;
+  }
 }
