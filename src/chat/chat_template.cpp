@@ -212,9 +212,14 @@ ChatTemplate ChatTemplate::load(const std::string& model_dir, const std::string&
   if (config_path.empty() && !model_dir.empty() &&
       fs::exists(fs::path(model_dir) / "tokenizer_config.json", ec))
     config_path = (fs::path(model_dir) / "tokenizer_config.json").string();
+  // A model without a directory (a GGUF file) names its tokenizer config as the file and a key:
+  // not a file to read here (its template, if any, is extras.chat_template).
+  if (model_dir.empty() && !fs::is_regular_file(config_path, ec)) config_path.clear();
   if (!flag_path.empty()) {
     t = from_source(read_text_file(flag_path, "--chat-template"), flag_path,
                     ChatFormat::ModelTemplate);
+  } else if (!extras.chat_template.empty()) {
+    t = from_source(extras.chat_template, extras.chat_template_origin, ChatFormat::ModelTemplate);
   } else if (!model_dir.empty() && fs::exists(dir_file, ec)) {
     t = from_source(read_text_file(dir_file.string(), "chat template"), dir_file.string(),
                     ChatFormat::ModelTemplate);

@@ -5,9 +5,10 @@
 //
 // Contract:
 //   - ChatTemplate::load picks the first of: flag_path (--chat-template FILE) when not empty;
-//     DIR/chat_template.jinja; tokenizer_config.json's "chat_template" (a string, or a list of
-//     {name, template} from which "default" is taken); the built-in ChatML template when the
-//     tokenizer has both <|im_start|> and <|im_end|>; else Transcript. A template that does not
+//     the template the model carries inside (extras.chat_template: a GGUF file's; model_dir is
+//     then ""); DIR/chat_template.jinja; tokenizer_config.json's "chat_template" (a string, or a
+//     list of {name, template} from which "default" is taken); the built-in ChatML template when
+//     the tokenizer has both <|im_start|> and <|im_end|>; else Transcript. A template that does not
 //     parse, an unreadable flag file or a malformed tokenizer_config.json is a zaya::Error naming
 //     the file.
 //   - render validates OpenAI messages (roles system, developer, user, assistant, tool, function;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
@@ -128,13 +129,25 @@ std::string model_name(const fs::path& dir) {
 }
 
 ModelPath found(const fs::path& dir, std::string note) {
-  return {dir.string(), std::move(note), model_name(dir)};
+  return {dir.string(), std::move(note), model_name(dir), ""};
 }
 
 }  // namespace
 
+bool is_gguf_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::string ext = fs::path(path).extension().string();
+  for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (ext == ".gguf") return true;
+  char magic[4] = {};
+  std::ifstream f(path, std::ios::binary);
+  return f.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
 ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
-  if (arg.empty()) fail("{}: empty path; give a model directory, a checkpoint or a run", flag);
+  if (arg.empty())
+    fail("{}: empty path; give a model directory, a GGUF file, a checkpoint or a run", flag);
   // "runs/x/" names runs/x: drop trailing separators (but keep "/" itself).
   std::string clean = arg;
   while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
@@ -144,6 +157,8 @@ ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
     const std::string hint = near_missing(p);
     fail("{} {}: no such file or directory{}", flag, arg, hint.empty() ? "" : "; " + hint);
   }
+  if (is_gguf_file(clean))  // a whole model in one file
+    return {"", "", fs::path(clean).stem().string(), clean};
   if (!fs::is_directory(p, ec)) {
     const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
     if (is_model_dir(dir)) return found(dir, "the model directory of " + arg);
@@ -173,13 +188,13 @@ ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
   }
   const std::string hint = near_existing(p);
   fail(
-      "{} {}: not a model directory (config.json + model.safetensors), a checkpoint "
-      "(step_N/ with model/ inside) or a run (a folder of step_N/ checkpoints){}",
+      "{} {}: not a model directory (config.json + model.safetensors), a GGUF file, a "
+      "checkpoint (step_N/ with model/ inside) or a run (a folder of step_N/ checkpoints){}",
       flag, arg, hint.empty() ? "" : "; " + hint);
 }
 
 std::string model_path_line(const ModelPath& p) {
-  return p.note.empty() ? "" : fmt::format("model {} ({})", p.dir, p.note);
+  return p.note.empty() ? "" : fmt::format("model {} ({})", p.dir.empty() ? p.gguf : p.dir, p.note);
 }
 
 }  // namespace zaya

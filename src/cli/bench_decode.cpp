@@ -1,4 +1,5 @@
-// zaya bench decode [--model DIR [--bf16] | --config CONFIG.json [--dtype bf16|f32]] [--batch B]
+// zaya bench decode [--model DIR|FILE.gguf [--bf16] | --config CONFIG.json [--dtype bf16|f32]]
+// [--batch B]
 //                   [--prompt-tokens P] [--tokens N] [--seed S] [--bandwidth-mib M] [--json]
 // Decode throughput against the machine's memory bandwidth, measured in the same run. A decode step
 // reads every weight once (attention and its conv, norms, the router, the tied LM head) except the
@@ -26,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/rng.h"
@@ -35,6 +35,7 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
+#include "infer/model_source.h"
 #include "perf/bandwidth.h"
 
 namespace zaya::cli {
@@ -66,10 +67,10 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   Timer load;
   std::unique_ptr<InferModel> im;
   if (!a.model.empty()) {
-    const ModelPath mp = resolve_model_path(a.model);
-    if (const std::string line = model_path_line(mp); !line.empty())
+    const ModelSource src = open_model_source(a.model);
+    if (const std::string line = src.line(); !line.empty())
       std::fprintf(stderr, "bench decode: %s\n", line.c_str());
-    im = std::make_unique<InferModel>(InferModel::load_dir(mp.dir, a.bf16));
+    im = std::make_unique<InferModel>(src.load_weights(a.bf16));
   } else {
     im = std::make_unique<InferModel>(InferModel::random(
         load_config(a.config), a.seed, a.dtype == "bf16" ? DType::BF16 : DType::F32));
@@ -203,7 +204,8 @@ Action add_bench_decode_command(CLI::App& bench) {
   CLI::App* sub = bench.add_subcommand(
       "decode", "Decode tokens/s against the memory-bandwidth bound measured in the same run");
   sub->add_option("--model", a->model,
-                  "model directory, checkpoint or run (weights used in their stored dtype)");
+                  "model directory, GGUF file, checkpoint or run (weights used in their stored "
+                  "dtype)");
   sub->add_option("--config", a->config,
                   "config.json of a random model instead (e.g. configs/models/decode-bench.json)")
       ->check(CLI::ExistingFile);

@@ -19,7 +19,6 @@
 
 #include "chat/chat_template.h"
 #include "chat/reasoning.h"
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "cli/sampling_flags.h"
 #include "core/assert.h"
@@ -30,6 +29,7 @@
 #include "infer/engine.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "io/file.h"
 
 namespace zaya::cli {
@@ -124,17 +124,16 @@ const char* const kHelp =
 class ChatSession {
  public:
   ChatSession(const ChatArgs& a, const Terminal& term) : a_(a), term_(term) {
-    const ModelPath mp = resolve_model_path(a.model);
-    if (const std::string line = model_path_line(mp); !line.empty()) log_info("chat: {}", line);
-    const ModelExtras extras = read_model_extras(mp.dir);
-    const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
-    if (tok_path.empty()) fail_no_tokenizer(mp.dir);
-    tok_ = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
-    tmpl_ = std::make_unique<chat::ChatTemplate>(
-        chat::ChatTemplate::load(mp.dir, a.chat_template, extras, tok_.get()));
+    const ModelSource src = open_model_source(a.model);
+    if (const std::string line = src.line(); !line.empty()) log_info("chat: {}", line);
+    const ModelExtras& extras = src.extras;
+    SourceTokenizer st = src.require_tokenizer(a.tokenizer);
+    const std::string tok_path = st.origin;
+    tok_ = std::move(st.tok);
+    tmpl_ = std::make_unique<chat::ChatTemplate>(src.chat_template(a.chat_template, tok_.get()));
     sampling_ = resolve_sampling(a.flags, default_sampling(extras));
     sampling_.validate();
-    model_ = std::make_unique<InferModel>(InferModel::load_dir(mp.dir, a.bf16));
+    model_ = std::make_unique<InferModel>(src.load_weights(a.bf16));
     const ZayaConfig& c = model_->config();
     const ContextLimit ctx = choose_context(c, extras, a.max_context);
     for (const std::string& w : ctx.warnings) fmt::print(stderr, "zaya: warning: {}\n", w);
@@ -148,7 +147,7 @@ class ChatSession {
     engine_ = std::make_unique<Engine>(*model_, tok_.get(), eo);
     thinking_ = a.reasoning == chat::Reasoning::On;
     if (!a.system.empty()) system_ = a.system;
-    log_info("chat: {} ({}, {}), context {} tokens", mp.dir, tmpl_->origin,
+    log_info("chat: {} ({}, {}), context {} tokens", src.path, tmpl_->origin,
              enum_word(tmpl_->format), engine_->max_context());
   }
 
@@ -312,8 +311,8 @@ Action add_chat_command(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = app.add_subcommand("chat", "Chat with a model in the terminal");
   sub->add_option("--model", a->model,
-                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
-                  "file in a model directory")
+                  "model directory, GGUF file, checkpoint (step_N), run (its newest valid "
+                  "checkpoint) or a file in a model directory")
       ->required();
   sub->add_option("-p,--prompt", a->prompt, "answer this one message and exit");
   sub->add_option("--system", a->system, "the system message");
@@ -329,7 +328,8 @@ Action add_chat_command(CLI::App& app) {
   sub->add_option("--chat-template", a->chat_template,
                   "a Jinja chat template file to use instead of the model's")
       ->check(CLI::ExistingFile);
-  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (default: DIR/tokenizer.json, or the GGUF file's)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--bf16", a->bf16, "hold F32 matrices as bf16 (half the bytes per token)");
   sub->add_flag("--quiet", a->quiet, "no load lines on stderr");

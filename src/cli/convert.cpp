@@ -55,6 +55,11 @@ std::vector<int64_t> skip_can_win(const ZayaConfig& c, const SafeTensors& st,
 int run_convert(const ConvertArgs& args) {
   const Semantics to = args.to == "native" ? Semantics::Native : Semantics::Original;
   const ModelPath mp = resolve_model_path(args.in, "IN");
+  if (!mp.gguf.empty())
+    fail(
+        "IN {}: a GGUF file; zaya convert converts model directories (config.json + "
+        "safetensors) between layouts; a GGUF file is run as it is (--model FILE.gguf)",
+        mp.gguf);
   if (const std::string line = model_path_line(mp); !line.empty()) log_info("convert: {}", line);
   ConvertArgs a = args;
   a.in = mp.dir;

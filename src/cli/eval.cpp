@@ -6,6 +6,10 @@
 // Prints "loss <float>" (nats/token) and a line with the perplexity and the tokens scored, or one
 // JSON object with --json, on stdout; progress and the model note on stderr. --device gpu runs the
 // forward (and backward) on the GPU; logits and gradients come back to the host to be written.
+// M is anything open_model_source takes: a model directory is scored by the training model (F32),
+// a GGUF file by the inference decoder on its stored weights (eval/perplexity.h infer_scorer),
+// in the same windows, on the CPU (--logits and --grads need the training model).
+#include <xxhash.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -15,7 +19,6 @@
 #include <span>
 #include <string>
 
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/arena.h"
 #include "core/assert.h"
@@ -28,8 +31,12 @@
 #include "data/shards.h"
 #include "data/tokenizer.h"
 #include "eval/perplexity.h"
+#include "infer/gguf_model.h"
+#include "infer/infer_model.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "io/file.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 #include "io/token_lines.h"
 #include "model/activations.h"
@@ -161,21 +168,44 @@ int eval_token_lines(const EvalArgs& args, const std::string& model_dir, Model& 
   return 0;
 }
 
+// --tokens on a GGUF file: each line its own sequence, scored by the inference decoder.
+int eval_token_lines_infer(const EvalArgs& args, const ModelSource& src, const InferModel& model,
+                           const Timer& timer) {
+  if (!args.logits_out.empty() || !args.grads_out.empty())
+    fail(
+        "--logits and --grads need the training model: give a model directory, not the GGUF "
+        "file {}",
+        src.path);
+  const ZayaConfig& c = model.config();
+  check_token_text(args.tokens);
+  const TokenLines lines = read_token_lines(args.tokens, c.vocab_size);
+  const int64_t B = lines.rows, T = lines.cols;
+  log_info("eval: {} rows × {} tokens, model {} ({} sub-layers), loaded in {:.2f}s, device cpu", B,
+           T, src.path, c.num_layers(), timer.seconds());
+  std::vector<int32_t> targets(size_t(B * T), -1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t + 1 < T; ++t)
+      targets[size_t(b * T + t)] = lines.ids[size_t(b * T + t + 1)];
+  const double sum = infer_scorer(model)(lines.ids.data(), targets.data(), B, T);
+  print_eval_result(args, "tokens", sum / double(B * (T - 1)), B * (T - 1), B, T, 0);
+  return 0;
+}
+
 // The whole of --text as one stream of ids: [BOS] + the file's tokens.
-std::vector<int32_t> text_stream(const EvalArgs& a, const std::string& model_dir,
-                                 const ZayaConfig& c, std::string* tok_used) {
-  const std::string tok_file = find_tokenizer(model_dir, a.tokenizer);
-  if (tok_file.empty()) fail_no_tokenizer(model_dir);
+std::vector<int32_t> text_stream(const EvalArgs& a, const ModelSource& src, const ZayaConfig& c,
+                                 std::string* tok_used) {
+  const SourceTokenizer st = src.require_tokenizer(a.tokenizer);
+  const std::string& tok_file = st.origin;
   *tok_used = tok_file;
   const std::string text = read_text_file(a.text, "text to evaluate");
   if (text.compare(0, 8, kShardMagic) == 0)
     fail("--text {}: a zaya token shard, not text; evaluate a dataset with --dataset DIR", a.text);
-  const Tokenizer tok = Tokenizer::load(tok_file);
+  const Tokenizer& tok = *st.tok;
   if (tok.vocab_size() > c.vocab_size)
     fail(
-        "tokenizer {} has {} tokens but the model's vocab_size is {} (config.json in {}): they do "
-        "not belong together; pass the tokenizer the model was trained with (--tokenizer)",
-        tok_file, tok.vocab_size(), c.vocab_size, model_dir);
+        "tokenizer {} has {} tokens but the model's vocab_size is {} ({}): they do not belong "
+        "together; pass the tokenizer the model was trained with (--tokenizer)",
+        tok_file, tok.vocab_size(), c.vocab_size, src.config_origin);
   std::vector<int32_t> ids;
   if (!a.no_bos && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
   tok.encode(text, ids);
@@ -185,18 +215,29 @@ std::vector<int32_t> text_stream(const EvalArgs& a, const std::string& model_dir
   return ids;
 }
 
-// --dataset: refuses a dataset tokenized with another tokenizer than the model directory's.
-void check_dataset_tokenizer(const EvalArgs& a, const DatasetManifest& m,
-                             const std::string& model_dir, const ZayaConfig& c) {
+// --dataset: refuses a dataset tokenized with another tokenizer than the model's (a GGUF file's
+// is the exact tokenizer.json text it embeds as zaya.tokenizer_json; one rebuilt from its GGML
+// vocabulary has no file to compare).
+void check_dataset_tokenizer(const EvalArgs& a, const DatasetManifest& m, const ModelSource& src,
+                             const ZayaConfig& c) {
   if (m.vocab_size > c.vocab_size)
     fail(
         "--dataset {} was tokenized with {} tokens (dataset.json vocab_size) but the model's "
-        "vocab_size is {} (config.json in {})",
-        a.dataset, m.vocab_size, c.vocab_size, model_dir);
-  const std::string tok = find_tokenizer(model_dir, a.tokenizer);
-  std::error_code ec;
-  if (m.tokenizer_xxh3.empty() || !fs::is_regular_file(tok, ec)) return;
-  const std::string ours = hex64(file_checksum(tok));
+        "vocab_size is {} ({})",
+        a.dataset, m.vocab_size, c.vocab_size, src.config_origin);
+  if (m.tokenizer_xxh3.empty()) return;
+  std::string tok, ours;
+  const GgufValue* embedded =
+      src.is_gguf() && a.tokenizer.empty() ? src.gguf->file->find("zaya.tokenizer_json") : nullptr;
+  if (embedded && embedded->type == GgufType::String) {
+    tok = src.path + " (zaya.tokenizer_json)";
+    ours = hex64(XXH3_64bits(embedded->s.data(), embedded->s.size()));
+  } else {
+    tok = src.is_gguf() && a.tokenizer.empty() ? "" : find_tokenizer(src.path, a.tokenizer);
+    std::error_code ec;
+    if (tok.empty() || !fs::is_regular_file(tok, ec)) return;
+    ours = hex64(file_checksum(tok));
+  }
   if (ours != m.tokenizer_xxh3)
     fail(
         "--dataset {} was tokenized with {} (xxh3 {}, dataset.json) but the model's tokenizer "
@@ -227,14 +268,26 @@ int run_eval(EvalArgs& args) {
       fail("--{} {}: no such file", f == &args.tokens ? "tokens" : "text", *f);
   }
 
+  const ModelSource src = open_model_source(args.model);
+  if (src.is_gguf() && args.device == Device::Gpu)
+    fail(
+        "--device gpu: a GGUF file ({}) is scored by the inference decoder, on the CPU; give a "
+        "model directory to evaluate on the GPU",
+        src.path);
   const Device device = eval_device(args.device);
-  const ModelPath mp = resolve_model_path(args.model);
-  if (!mp.note.empty()) log_info("eval: model {} ({})", mp.dir, mp.note);
+  if (!src.note.empty()) log_info("eval: model {} ({})", src.path, src.note);
   Timer timer;
-  Model model = Model::load_dir(mp.dir, device);
-  const ZayaConfig& c = model.config();
+  // A model directory: the training model (F32, any device); a GGUF file: its stored weights.
+  std::optional<Model> model;
+  std::optional<InferModel> infer;
+  if (src.is_gguf())
+    infer.emplace(src.load_weights());
+  else
+    model.emplace(Model::load_dir(src.path, device));
+  const ZayaConfig& c = src.config;
   if (!windows) {
-    const int rc = eval_token_lines(args, mp.dir, model, device, timer);
+    if (infer) return eval_token_lines_infer(args, src, *infer, timer);
+    const int rc = eval_token_lines(args, src.path, *model, device, timer);
     if (device == Device::Gpu) log_info("eval: {}", gpu::memory_report());
     return rc;
   }
@@ -243,12 +296,12 @@ int run_eval(EvalArgs& args) {
   int64_t context = args.context;
   std::string context_why = "--context";
   if (context == 0) {
-    const ContextChoice d = default_context(mp.dir, c);
+    const ContextChoice d = default_context(src.extras, c);
     context = d.context;
     context_why = d.why;
   } else if (context > c.max_position_embeddings) {
-    fail("--context {} is longer than the model's max_position_embeddings {} (config.json in {})",
-         context, c.max_position_embeddings, mp.dir);
+    fail("--context {} is longer than the model's max_position_embeddings {} ({})", context,
+         c.max_position_embeddings, src.config_origin);
   }
   const int64_t stride = args.stride > 0 ? args.stride : std::max<int64_t>(1, context / 2);
   if (stride > context)
@@ -261,13 +314,13 @@ int run_eval(EvalArgs& args) {
   std::string what;
   if (!args.text.empty()) {
     std::string tok_used;
-    text_ids = text_stream(args, mp.dir, c, &tok_used);
+    text_ids = text_stream(args, src, c, &tok_used);
     n = int64_t(text_ids.size());
     what = fmt::format("text {} ({} tokens by {})", args.text, n, tok_used);
   } else {
     const std::string split(enum_word(args.split));
     data.emplace(args.dataset, split, 2, 0);  // window 2: reads any range; verifies the shards
-    check_dataset_tokenizer(args, data->manifest(), mp.dir, c);
+    check_dataset_tokenizer(args, data->manifest(), src, c);
     n = data->total_tokens();
     what = fmt::format("dataset {}, split {} ({} tokens)", args.dataset, split, n);
   }
@@ -282,19 +335,20 @@ int run_eval(EvalArgs& args) {
   log_info(
       "eval: {}; model {} ({} sub-layers, loaded in {:.2f}s), device {}; context {} ({}), "
       "stride {}",
-      what, mp.dir, c.num_layers(), timer.seconds(), device_words(device), context, context_why,
+      what, src.path, c.num_layers(), timer.seconds(), device_words(device), context, context_why,
       stride);
 
   Progress progress("eval", int64_t(plan_windows(n, context, stride).size()), "windows",
                     args.quiet);
   const EvalProgress report = [&](int64_t done, int64_t) { progress.update(done); };
+  const BatchScorer score = infer ? infer_scorer(*infer) : model_scorer(*model);
   PerplexityResult r;
   if (data)
     r = strided_loss(
-        model, n, [&](int64_t pos, int64_t k, int32_t* out) { data->read_tokens(pos, k, out); },
+        score, n, [&](int64_t pos, int64_t k, int32_t* out) { data->read_tokens(pos, k, out); },
         context, stride, rows, report);
   else
-    r = strided_loss(model, std::span<const int32_t>(text_ids.data(), size_t(n)), context, stride,
+    r = strided_loss(score, std::span<const int32_t>(text_ids.data(), size_t(n)), context, stride,
                      rows, report);
   progress.finish(fmt::format("{} tokens in {:.1f}s", r.tokens, timer.seconds()));
   print_eval_result(args, args.text.empty() ? "dataset" : "text", r.loss(), r.tokens, r.windows,
@@ -310,8 +364,8 @@ Action add_eval_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "eval", "Loss and perplexity of a model on a text, a prepared dataset or token rows");
   sub->add_option("--model", args->model,
-                  "model directory (config.json + safetensors), checkpoint (step_N) or run "
-                  "directory (its newest valid checkpoint)")
+                  "model directory (config.json + safetensors), GGUF file, checkpoint (step_N) or "
+                  "run directory (its newest valid checkpoint)")
       ->required();
   auto* text = sub->add_option("--text", args->text,
                                "a text file, tokenized whole and scored in strided windows");

@@ -2,12 +2,13 @@
 //               [--temperature T --top-k K --top-p P --min-p M --repetition-penalty R --seed S]
 //               [--stop STR ...] [--ids] [--num-samples N] [--no-bos] [--ignore-eos]
 //               [--max-context N] [--tokenizer FILE] [--quiet]
-// M is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
-// model directory); the tokenizer, the context and the special ids come from the model directory
-// (infer/model_files.h). Streams generated text to stdout as it is decoded (one sample), or prints
-// each of N samples — decoded together as one batch, seeds S … S+N−1 — when it ends. --ids prints
-// the generated ids (one line per sample, space-separated) instead of text. What it picked, and
-// the prompt and decode rates, go to stderr; --quiet drops those and keeps the text.
+// M is anything open_model_source takes (a model directory, a checkpoint, a run, a file in a
+// model directory, a GGUF file); the tokenizer, the context and the special ids come from the
+// model (infer/model_source.h, infer/model_files.h). Streams generated text to stdout as it is
+// decoded (one sample), or prints each of N samples — decoded together as one batch, seeds S …
+// S+N−1 — when it ends. --ids prints the generated ids (one line per sample, space-separated)
+// instead of text. What it picked, and the prompt and decode rates, go to stderr; --quiet drops
+// those and keeps the text.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -15,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "cli/sampling_flags.h"
 #include "core/assert.h"
@@ -25,6 +25,7 @@
 #include "infer/engine.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 
 namespace zaya::cli {
 
@@ -64,25 +65,22 @@ int run_generate(GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
     fail("give exactly one of --prompt TEXT or --prompt-ids \"1 2 3\"");
   a.sampling.validate();  // before the (possibly slow) model load
-  const ModelPath mp = resolve_model_path(a.model);
-  if (const std::string line = model_path_line(mp); !line.empty()) log_info("generate: {}", line);
-  const ModelExtras extras = read_model_extras(mp.dir);
+  const ModelSource src = open_model_source(a.model);
+  if (const std::string line = src.line(); !line.empty()) log_info("generate: {}", line);
+  const ModelExtras& extras = src.extras;
   a.sampling = resolve_sampling(a.flags, default_sampling(extras));
   a.sampling.validate();
 
-  // The tokenizer: --tokenizer, else DIR/tokenizer.json; needed for text in or out. Read before
-  // the weights, so that a missing one costs no load.
-  std::unique_ptr<Tokenizer> tok;
-  const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
+  // The tokenizer: --tokenizer, else the model's; needed for text in or out. Read before the
+  // weights, so that a missing one costs no load.
   const bool need_tok = !a.prompt.empty() || !a.ids || !a.sampling.stop.empty();
-  if (!tok_path.empty()) {
-    tok = std::make_unique<Tokenizer>(Tokenizer::load(tok_path));
-  } else if (need_tok) {
-    fail_no_tokenizer(mp.dir, "use --prompt-ids with --ids");
-  }
+  SourceTokenizer st = need_tok ? src.require_tokenizer(a.tokenizer, "use --prompt-ids with --ids")
+                                : src.load_tokenizer(a.tokenizer);
+  std::unique_ptr<Tokenizer> tok = std::move(st.tok);
+  const std::string& tok_path = st.origin;
 
   Timer load_timer;
-  const InferModel model = InferModel::load_dir(mp.dir, a.bf16);
+  const InferModel model = src.load_weights(a.bf16);
   const ZayaConfig& c = model.config();
   const ContextLimit ctx = choose_context(c, extras, a.max_context);
   std::vector<std::string> warnings = ctx.warnings;
@@ -150,7 +148,7 @@ int run_generate(GenerateArgs& a) {
   // a terminal shows the status on a line of its own.
   log_info(
       "generate: {} ({} sub-layers, {} weights), context {}, prompt {} tokens, loaded in {:.2f}s",
-      mp.dir, c.num_layers(), dtype_name(model.matrix_dtype()), engine.max_context(), P,
+      src.path, c.num_layers(), dtype_name(model.matrix_dtype()), engine.max_context(), P,
       load_timer.seconds());
   std::fflush(stderr);
   if (stream && a.echo) {
@@ -186,10 +184,10 @@ int run_generate(GenerateArgs& a) {
 
 Action add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
-  CLI::App* sub = app.add_subcommand("generate", "Generate text from a model directory");
+  CLI::App* sub = app.add_subcommand("generate", "Generate text from a model");
   sub->add_option("--model", a->model,
-                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
-                  "file in a model directory")
+                  "model directory, GGUF file, checkpoint (step_N), run (its newest valid "
+                  "checkpoint) or a file in a model directory")
       ->required();
   sub->add_option("--prompt", a->prompt, "prompt text (BOS is prepended unless --no-bos)");
   sub->add_option("--prompt-ids", a->prompt_ids, "prompt as token ids, e.g. \"2 651 1234\"");
@@ -212,7 +210,8 @@ Action add_generate_command(CLI::App& app) {
   sub->add_option("--max-batch", a->max_batch, "sequences decoded together at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
-  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (default: DIR/tokenizer.json, or the GGUF file's)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--ids", a->ids, "print generated token ids instead of text");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to a text prompt");

@@ -1,21 +1,27 @@
 // zaya inspect MODEL_or_CONFIG [--seq-len T] [--json]
-// MODEL is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
-// model directory; what it picked goes to stderr); a config.json outside a model directory is
-// read alone. The schema and layout read (original or transformers-native), the trained context
-// of a model directory (tokenizer_config.json's model_max_length) and max_position_embeddings, then
-// parameters (total / without embedding / active per token), FLOPs per token and KV-cache bytes
-// per token next to full multi-head attention of the same width.
+// MODEL is anything open_model_source takes (a model directory, a GGUF file, a checkpoint, a run,
+// a file in a model directory; what it picked goes to stderr); a config.json outside a model
+// directory is read alone. A GGUF file adds what it stores: its naming scheme (A or B, and whether
+// zaya wrote it), the tensors per type (count and bytes) and the bits per weight. The schema and
+// layout read (original or transformers-native), the trained context of a model directory
+// (tokenizer_config.json's model_max_length) and max_position_embeddings, then parameters (total /
+// without embedding / active per token), FLOPs per token and KV-cache bytes per token next to full
+// multi-head attention of the same width.
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
 #include "infer/cache.h"
+#include "infer/gguf_model.h"
+#include "infer/model_source.h"
+#include "io/gguf.h"
+#include "io/json_parse.h"
 #include "io/model_extras.h"
 #include "model/inspect.h"
 
@@ -46,12 +52,44 @@ std::string human_bytes(double b) {
   return fmt::format("{:.1f} {}", b, units[u]);
 }
 
+// What a GGUF file stores: per weight type, its tensors and bytes (file order of first use).
+struct GgufFigures {
+  std::string scheme;  // "B (zaya-written)", "A", ...
+  struct Type {
+    DType dtype;
+    int64_t tensors = 0, bytes = 0, values = 0;
+  };
+  std::vector<Type> types;
+  int64_t bytes = 0, values = 0;
+  double bits_per_weight() const { return values ? 8.0 * double(bytes) / double(values) : 0; }
+};
+
+GgufFigures gguf_figures(const GgufModel& g) {
+  GgufFigures f;
+  const bool zaya = g.file->find("zaya.config_json") != nullptr;
+  f.scheme = std::string(enum_word(g.scheme)) + (zaya ? " (zaya-written)" : "");
+  for (const GgufTensor& t : g.file->tensors()) {
+    auto it = std::find_if(f.types.begin(), f.types.end(),
+                           [&](const GgufFigures::Type& x) { return x.dtype == t.dtype; });
+    if (it == f.types.end()) it = f.types.insert(it, {t.dtype});
+    ++it->tensors;
+    it->bytes += int64_t(t.nbytes);
+    it->values += t.numel();
+    f.bytes += int64_t(t.nbytes);
+    f.values += t.numel();
+  }
+  std::sort(f.types.begin(), f.types.end(),
+            [](const auto& x, const auto& y) { return x.bytes > y.bytes; });
+  return f;
+}
+
 int run_inspect(const InspectArgs& a) {
   namespace fs = std::filesystem;
   // A .json file is read as a config (a config.json brings its model directory's extras); a
   // model directory's other files, and directories, are --model arguments.
   std::string cfg_path = a.path;
   ModelExtras extras;
+  std::optional<ModelSource> src;
   std::error_code ec;
   const std::string name = fs::path(a.path).filename().string();
   const bool config_file = fs::is_regular_file(a.path, ec) && name.ends_with(".json") &&
@@ -62,13 +100,30 @@ int run_inspect(const InspectArgs& a) {
     const fs::path dir = fs::path(a.path).parent_path();
     extras = read_model_extras(dir.empty() ? "." : dir.string());
   } else if (!config_file) {
-    const ModelPath mp = resolve_model_path(a.path, "MODEL");
-    if (const std::string line = model_path_line(mp); !line.empty()) log_info("inspect: {}", line);
-    cfg_path = (fs::path(mp.dir) / "config.json").string();
-    extras = read_model_extras(mp.dir);
+    src.emplace(open_model_source(a.path, "MODEL"));
+    if (const std::string line = src->line(); !line.empty()) log_info("inspect: {}", line);
+    cfg_path = src->config_origin;
+    extras = src->extras;
   }
-  ConfigSchema schema;
-  const ZayaConfig c = load_config(cfg_path, &schema);
+  ConfigSchema schema = ConfigSchema::Native;
+  std::string schema_text;
+  std::optional<GgufFigures> gguf;
+  ZayaConfig c;
+  if (src && src->is_gguf()) {
+    c = src->config;
+    gguf = gguf_figures(*src->gguf);
+    // zaya's own files carry config.json's text: its schema; others are built from GGML keys.
+    const GgufValue* cj = src->gguf->file->find("zaya.config_json");
+    if (cj && cj->type == GgufType::String) {
+      config_from_json(parse_json(cj->s), &schema);
+      schema_text = schema_name(schema);
+    } else {
+      schema_text = "GGUF metadata (zaya.* keys and tensor shapes)";
+    }
+  } else {
+    c = load_config(cfg_path, &schema);
+    schema_text = schema_name(schema);
+  }
   // The trained context: model_max_length when given (capped, as generate and serve cap it).
   const int64_t trained = extras.model_max_length > 0
                               ? std::min(extras.model_max_length, c.max_position_embeddings)
@@ -79,7 +134,7 @@ int run_inspect(const InspectArgs& a) {
   if (a.json) {
     nlohmann::json j = {
         {"layout", semantics_name(c.semantics)},
-        {"schema", schema_name(schema)},
+        {"schema", schema_text},
         {"max_position_embeddings", c.max_position_embeddings},
         {"trained_context", trained},
         {"params_total", f.params_total},
@@ -99,18 +154,36 @@ int run_inspect(const InspectArgs& a) {
         {"kv_compression", double(f.mha_kv_values_per_token) / double(f.kv_values_per_token)},
         {"decode_state_bytes_per_sequence_f32", f.state_values_per_sequence * 4},
     };
+    if (gguf) {
+      nlohmann::json types = nlohmann::json::array();
+      for (const GgufFigures::Type& t : gguf->types)
+        types.push_back({{"type", dtype_name(t.dtype)},
+                         {"tensors", t.tensors},
+                         {"bytes", t.bytes},
+                         {"values", t.values}});
+      j["gguf"] = {{"file", src->path},
+                   {"version", src->gguf->file->version()},
+                   {"scheme", enum_word(src->gguf->scheme)},
+                   {"zaya_written", src->gguf->file->find("zaya.config_json") != nullptr},
+                   {"tensors", src->gguf->file->tensors().size()},
+                   {"tensor_bytes", gguf->bytes},
+                   {"file_bytes", src->gguf->file->file_bytes()},
+                   {"bits_per_weight", gguf->bits_per_weight()},
+                   {"types", std::move(types)}};
+    }
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
   fmt::print("config                 {}\n", cfg_path);
-  fmt::print("schema                 {}\n", schema_name(schema));
+  fmt::print("schema                 {}\n", schema_text);
   fmt::print("layout                 {} ({})\n", semantics_name(c.semantics),
              c.semantics == Semantics::Native
                  ? "transformers' ZAYA: skip class outputs 0, L2 norm clamped at f32 eps"
                  : "Zyphra's original: skip class outputs p·x, plain L2 norm");
   if (extras.model_max_length > 0)
-    fmt::print("context                {} tokens trained (tokenizer_config.json), {} positions\n",
-               trained, c.max_position_embeddings);
+    fmt::print("context                {} tokens trained ({}), {} positions\n", trained,
+               gguf ? extras.tokenizer_config : std::string("tokenizer_config.json"),
+               c.max_position_embeddings);
   else
     fmt::print("context                {} positions (max_position_embeddings)\n",
                c.max_position_embeddings);
@@ -133,6 +206,18 @@ int run_inspect(const InspectArgs& a) {
              double(f.mha_kv_values_per_token) / double(f.kv_values_per_token));
   fmt::print("  + decode state       {} per sequence (conv state and previous input, f32)\n",
              human_bytes(double(f.state_values_per_sequence * 4)));
+  if (gguf) {
+    const GgufFile& file = *src->gguf->file;
+    fmt::print("GGUF                   v{}, scheme {}, {} tensors, {} ({} file)\n", file.version(),
+               gguf->scheme, file.tensors().size(), human_bytes(double(gguf->bytes)),
+               human_bytes(double(file.file_bytes())));
+    fmt::print("  bits per weight      {:.3f} ({} values)\n", gguf->bits_per_weight(),
+               billions(gguf->values));
+    for (const GgufFigures::Type& t : gguf->types)
+      fmt::print("  {:<20} {} tensors, {} ({:.2f} bits per weight)\n", dtype_name(t.dtype),
+                 t.tensors, human_bytes(double(t.bytes)),
+                 t.values ? 8.0 * double(t.bytes) / double(t.values) : 0.0);
+  }
   return 0;
 }
 
@@ -143,7 +228,8 @@ Action add_inspect_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "inspect", "Parameter counts, FLOPs per token and KV-cache size of a model or config");
   sub->add_option("path", args->path,
-                  "model directory, checkpoint, run, file in a model directory, or a config.json")
+                  "model directory, GGUF file, checkpoint, run, file in a model directory, or a "
+                  "config.json")
       ->required();
   sub->add_option("--seq-len", args->seq_len, "context length for the attention FLOPs")
       ->check(positive_number());

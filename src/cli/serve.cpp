@@ -4,10 +4,11 @@
 //            [--ssl-cert FILE --ssl-key FILE] [--chat-template FILE] [--reasoning on|off]
 //            [--quiet]
 // The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
-// resolve_model_path takes; the tokenizer, the context and the special ids come from the model
-// directory (infer/model_files.h), the served name from its path (a run's name for a checkpoint's
-// model). Streams follow the rule of docs/cli.md: stdout carries one line, the result a script
-// waits for — printed once the server listens, with the real port (so --port 0 picks a free one):
+// open_model_source takes (a GGUF file too); the tokenizer, the context and the special ids come
+// from the model (infer/model_source.h, infer/model_files.h), the served name from its path (a
+// run's name for a checkpoint's model). Streams follow the rule of docs/cli.md: stdout carries one
+// line, the result a script waits for — printed once the server listens, with the real port (so
+// --port 0 picks a free one):
 //   zaya serve: NAME (PARAMS params, DTYPE) on http[s]://HOST:PORT — KV cache N bytes/token, max
 //   batch B, context T
 // and stderr the logs: what was picked, the context's origin, one line per request (server.h);
@@ -38,7 +39,6 @@
 #include <vector>
 
 #include "chat/chat_template.h"
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
@@ -48,6 +48,7 @@
 #include "infer/engine.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "model/inspect.h"
 #include "serve/server.h"
 
@@ -163,16 +164,15 @@ int run_serve(const ServeArgs& a) {
     fail("{} needs {} too (the certificate and its private key, PEM files)",
          a.ssl_cert.empty() ? "--ssl-key" : "--ssl-cert",
          a.ssl_cert.empty() ? "--ssl-cert" : "--ssl-key");
-  const ModelPath mp = resolve_model_path(a.model);
-  if (const std::string line = model_path_line(mp); !line.empty()) log_info("serve: {}", line);
+  const ModelSource src = open_model_source(a.model);
+  if (const std::string line = src.line(); !line.empty()) log_info("serve: {}", line);
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  const ModelExtras extras = read_model_extras(mp.dir);
-  const std::string tok_path = find_tokenizer(mp.dir, a.tokenizer);
-  if (tok_path.empty()) fail_no_tokenizer(mp.dir);
-  const Tokenizer tok = Tokenizer::load(tok_path);
-  const chat::ChatTemplate chat_template =
-      chat::ChatTemplate::load(mp.dir, a.chat_template, extras, &tok);
-  const InferModel model = InferModel::load_dir(mp.dir, a.bf16);
+  const ModelExtras& extras = src.extras;
+  SourceTokenizer st = src.require_tokenizer(a.tokenizer);
+  const std::string tok_path = st.origin;
+  const Tokenizer& tok = *st.tok;
+  const chat::ChatTemplate chat_template = src.chat_template(a.chat_template, &tok);
+  const InferModel model = src.load_weights(a.bf16);
   const ZayaConfig& c = model.config();
   const ContextLimit ctx = choose_context(c, extras, a.max_context);
   std::vector<std::string> warnings = ctx.warnings;
@@ -187,7 +187,7 @@ int run_serve(const ServeArgs& a) {
   Engine engine(model, &tok, eo);
 
   openai::ServedModel served;
-  served.id = a.model_name.empty() ? mp.name : a.model_name;
+  served.id = a.model_name.empty() ? src.name : a.model_name;
   served.max_context = engine.max_context();
   served.vocab_size = c.vocab_size;
   served.tok = &tok;
@@ -274,8 +274,8 @@ Action add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* sub = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
   sub->add_option("--model", a->model,
-                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
-                  "file in a model directory")
+                  "model directory, GGUF file, checkpoint (step_N), run (its newest valid "
+                  "checkpoint) or a file in a model directory")
       ->required();
   sub->add_option("--host", a->host, "address to listen on")->capture_default_str();
   sub->add_option("--port", a->port, "port (0 = any free port, printed at startup)")
@@ -291,7 +291,8 @@ Action add_serve_command(CLI::App& app) {
                   "prompt + completion tokens per request (default: the trained context; up to "
                   "max_position_embeddings)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
-  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (default: DIR/tokenizer.json, or the GGUF file's)")
       ->check(CLI::ExistingFile);
   sub->add_option("--threads", a->threads, "compute threads (default: OpenMP's)")
       ->check(CLI::Range(0, 4096));

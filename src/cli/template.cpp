@@ -2,24 +2,24 @@
 // template rendered with the given messages, tools and template arguments (docs/chat.md) — as text
 // (exactly, with no newline added) or, with --ids, as the token ids the server would decode from.
 //
-//   zaya template --model DIR --messages FILE.json [--tools FILE.json] [--kwargs JSON]
+//   zaya template --model DIR|FILE.gguf --messages FILE.json [--tools FILE.json] [--kwargs JSON]
 //                 [--no-generation-prompt] [--ids] [--chat-template FILE] [--tokenizer FILE]
 //
 // FILE.json is an OpenAI messages array, or a request body ({"messages": [...], "tools": [...],
 // "chat_template_kwargs": {...}}) whose tools and kwargs are used when the flags do not give them;
-// "-" reads standard input. Only the tokenizer and the small JSON files are read, never the
-// weights.
+// "-" reads standard input. Only the tokenizer and the small JSON files (a GGUF file's metadata)
+// are read, never the weights.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 
 #include "chat/chat_template.h"
-#include "checkpoint/model_path.h"
 #include "cli/commands.h"
 #include "core/assert.h"
 #include "core/log.h"
 #include "data/tokenizer.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "io/file.h"
 #include "io/json_parse.h"
 #include "io/model_extras.h"
@@ -70,17 +70,13 @@ int run_template(const TemplateArgs& a) {
   }
   if (!kwargs.is_object()) fail("--kwargs: must be a JSON object, got {}", kwargs.dump());
 
-  const ModelPath mp = resolve_model_path(a.model);
-  if (const std::string line = model_path_line(mp); !line.empty()) log_info("template: {}", line);
-  const ModelExtras extras = read_model_extras(mp.dir);
-  std::unique_ptr<Tokenizer> tok;
-  if (const std::string path = find_tokenizer(mp.dir, a.tokenizer); !path.empty())
-    tok = std::make_unique<Tokenizer>(Tokenizer::load(path));
-  else if (a.ids)
-    fail_no_tokenizer(mp.dir);
+  const ModelSource src = open_model_source(a.model);
+  if (const std::string line = src.line(); !line.empty()) log_info("template: {}", line);
+  const ModelExtras& extras = src.extras;
+  const std::unique_ptr<Tokenizer> tok =
+      (a.ids ? src.require_tokenizer(a.tokenizer) : src.load_tokenizer(a.tokenizer)).tok;
 
-  const chat::ChatTemplate tmpl =
-      chat::ChatTemplate::load(mp.dir, a.chat_template, extras, tok.get());
+  const chat::ChatTemplate tmpl = src.chat_template(a.chat_template, tok.get());
   std::string text;
   try {
     text = tmpl.render(messages, tools, !a.no_generation_prompt, kwargs);
@@ -93,8 +89,7 @@ int run_template(const TemplateArgs& a) {
     return 0;
   }
   std::string line;
-  for (int32_t id : chat::prompt_ids(
-           tmpl, *tok, text, bos_id(load_config(mp.dir + "/config.json"), extras, tok.get())))
+  for (int32_t id : chat::prompt_ids(tmpl, *tok, text, bos_id(src.config, extras, tok.get())))
     line += (line.empty() ? "" : " ") + std::to_string(id);
   std::printf("%s\n", line.c_str());
   return 0;
@@ -107,8 +102,8 @@ Action add_template_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "template", "Print the prompt a chat request would feed the model (its chat template)");
   sub->add_option("--model", a->model,
-                  "model directory, checkpoint (step_N), run (its newest valid checkpoint) or a "
-                  "file in a model directory")
+                  "model directory, GGUF file, checkpoint (step_N), run (its newest valid "
+                  "checkpoint) or a file in a model directory")
       ->required();
   sub->add_option("--messages", a->messages,
                   "OpenAI messages JSON (an array, or a request body), - for standard input")
@@ -119,7 +114,8 @@ Action add_template_command(CLI::App& app) {
   sub->add_option("--chat-template", a->chat_template,
                   "a Jinja chat template file to use instead of the model's")
       ->check(CLI::ExistingFile);
-  sub->add_option("--tokenizer", a->tokenizer, "tokenizer.json (default: DIR/tokenizer.json)")
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "tokenizer.json (default: DIR/tokenizer.json, or the GGUF file's)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-generation-prompt", a->no_generation_prompt,
                 "end after the last message (no opened assistant turn)");

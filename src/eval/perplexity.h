@@ -13,6 +13,10 @@
 //
 // A window's inputs are tokens [begin, begin + length) and its targets the next tokens; input
 // position i predicts token begin + i + 1 and counts when i ≥ first_scored.
+//
+// The windows are scored by a BatchScorer: the training model's forward (model_scorer: F32, CPU or
+// GPU, a model directory) or the inference decoder's (infer_scorer: an InferModel in its stored
+// dtypes, e.g. a GGUF file), both through the one window loop of strided_loss.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -21,11 +25,13 @@
 #include <string>
 #include <vector>
 
+#include "io/model_extras.h"
 #include "io/zaya_config.h"
 
 namespace zaya {
 
 class Model;
+class InferModel;
 
 struct EvalWindow {
   int64_t begin = 0, length = 0, first_scored = 0;
@@ -49,12 +55,29 @@ using ReadTokens = std::function<void(int64_t pos, int64_t n, int32_t* out)>;
 // Called after each batch with the windows done so far and their total.
 using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 
-// Scores a stream of `tokens` tokens with `model` in the windows of plan_windows, `rows` windows
-// per forward pass (≥ 1; the last batch may hold fewer). Every id must be < the model's vocab.
+// Scores one batch: ids and targets [rows, T] row after row (a target −1 is not scored); returns
+// Σ −log p(target | the row's ids up to it) over the scored targets, in nats.
+using BatchScorer =
+    std::function<double(const int32_t* ids, const int32_t* targets, int64_t rows, int64_t T)>;
+// The training model's forward (model/transformer.h model_forward), on its device.
+BatchScorer model_scorer(const Model& model);
+// The inference decoder's (infer/decoder.h): each row prefilled into a fresh cache in chunks, the
+// logits of all positions scored. `model` must outlive the scorer.
+BatchScorer infer_scorer(const InferModel& model);
+
+// Scores a stream of `tokens` tokens with `score` in the windows of plan_windows, `rows` windows
+// per batch (≥ 1; the last batch may hold fewer). Every id must be < the model's vocab.
+PerplexityResult strided_loss(const BatchScorer& score, int64_t tokens, const ReadTokens& read,
+                              int64_t context, int64_t stride, int64_t rows,
+                              const EvalProgress& progress = nullptr);
+// The same with model_scorer(model).
 PerplexityResult strided_loss(const Model& model, int64_t tokens, const ReadTokens& read,
                               int64_t context, int64_t stride, int64_t rows,
                               const EvalProgress& progress = nullptr);
 // The same over a stream in memory.
+PerplexityResult strided_loss(const BatchScorer& score, std::span<const int32_t> stream,
+                              int64_t context, int64_t stride, int64_t rows,
+                              const EvalProgress& progress = nullptr);
 PerplexityResult strided_loss(const Model& model, std::span<const int32_t> stream, int64_t context,
                               int64_t stride, int64_t rows, const EvalProgress& progress = nullptr);
 
@@ -70,5 +93,7 @@ struct ContextChoice {
 // max_position_embeddings capped at kDefaultContextCap. Throws zaya::Error naming the file when
 // tokenizer_config.json exists but is not valid JSON.
 ContextChoice default_context(const std::string& model_dir, const ZayaConfig& config);
+// The same from a model's extras already read (x.model_max_length from x.tokenizer_config).
+ContextChoice default_context(const ModelExtras& x, const ZayaConfig& config);
 
 }  // namespace zaya

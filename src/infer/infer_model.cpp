@@ -1,7 +1,7 @@
 // InferModel loading: every tensor of the one parameter list (model/param_layout.h) is resolved to
-// a view — of the file mapping (F32/BF16 matrices and conv weights), of an in-memory Model, or of
-// an owned copy (vectors widened to F32, F16/F64 matrices converted, BF16 conversions of an F32
-// model).
+// a view — of the file mapping (F32/BF16 matrices and conv weights of a model directory; every
+// matrix of a GGUF file, quantized or not), of an in-memory Model, or of an owned copy (vectors
+// widened to F32, F16/F64 matrices of a directory converted, BF16 conversions of an F32 model).
 #include "infer/infer_model.h"
 
 #include <algorithm>
@@ -9,14 +9,17 @@
 #include <cstring>
 #include <filesystem>
 
+#include "checkpoint/model_path.h"
 #include "core/assert.h"
 #include "core/rng.h"
+#include "infer/gguf_model.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/param_layout.h"
 #include "model/param_names.h"
 #include "ops/ops.h"
+#include "quant/formats.h"
 
 namespace zaya {
 
@@ -49,7 +52,6 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
   auto st = std::make_shared<const SafeTensors>(open_model_tensors(dir, m.config_));
   m.file_ = st;
   const ParamLayout layout = make_param_layout(m.config_);
-  bool any_bf16 = false;
   ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const SafeTensorInfo* info = st->find(s.name);
     if (!info)
@@ -67,22 +69,53 @@ InferModel InferModel::load_dir(const std::string& dir, bool to_bf16) {
     if (keeps_dtype(s.kind) &&
         (info->dtype == DType::BF16 ||
          (!to_bf16 && info->dtype == DType::F32 && addr % alignof(float) == 0))) {
-      any_bf16 |= info->dtype == DType::BF16;
       return shaped(const_cast<void*>(info->data), info->dtype, s.shape);
     }
     auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(float));
     Tensor t = shaped(buf->data(), DType::F32, s.shape);
     st->read_into(s.name, t);  // widens BF16/F16/F64 and checks the dtype is a float
     if (to_bf16 && keeps_dtype(s.kind)) {
-      any_bf16 = true;
       return m.owned_bf16_copy(t);  // the F32 buffer is dropped here
     }
     m.owned_.push_back(buf);
     return t;
   };
   m.bind(layout, resolve);
-  m.matrix_dtype_ = any_bf16 ? DType::BF16 : DType::F32;
   return m;
+}
+
+InferModel InferModel::load_gguf(const std::string& path, bool to_bf16) {
+  return load_gguf(std::make_shared<const GgufModel>(open_gguf_model(path)), to_bf16);
+}
+
+InferModel InferModel::load_gguf(std::shared_ptr<const GgufModel> g, bool to_bf16) {
+  InferModel m;
+  m.config_ = g->config;
+  m.source_ = g->file->path();
+  m.gguf_ = g;
+  const ParamLayout layout = make_param_layout(m.config_);
+  ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
+    const Tensor stored = g->tensor(s);
+    const bool matrix = s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert ||
+                        s.kind == ParamKind::Embedding;
+    // Matrices as stored (the kernels read every weight type from the mapping), unless an F32
+    // one is to become BF16.
+    if (matrix && !(to_bf16 && stored.dtype == DType::F32)) return stored;
+    // Vectors and conv weights (and the F32 matrices of to_bf16): F32, owned.
+    auto buf = std::make_shared<Buffer>(size_t(s.numel()) * sizeof(float));
+    Tensor t = shaped(buf->data(), DType::F32, s.shape);
+    quant::dequantize_row(stored.dtype, stored.data, static_cast<float*>(t.data), s.numel());
+    if (matrix) return m.owned_bf16_copy(t);  // the F32 buffer is dropped here
+    m.owned_.push_back(buf);
+    return t;
+  };
+  m.bind(layout, resolve);
+  return m;
+}
+
+InferModel InferModel::load(const std::string& path_or_dir, bool to_bf16) {
+  return is_gguf_file(path_or_dir) ? load_gguf(path_or_dir, to_bf16)
+                                   : load_dir(path_or_dir, to_bf16);
 }
 
 Tensor InferModel::owned_bf16_copy(const Tensor& f32) {
@@ -101,13 +134,13 @@ InferModel InferModel::from_model(const Model& src, DType matrix_dtype) {
   InferModel m;
   m.config_ = src.config();
   m.source_ = "(in memory)";
-  m.matrix_dtype_ = matrix_dtype;
   ResolveParam resolve = [&](const ParamSpec& s) -> Tensor {
     const Tensor f32 = src.param(s.name);
     if (!keeps_dtype(s.kind) || matrix_dtype == DType::F32) return f32;
     return m.owned_bf16_copy(f32);
   };
   m.bind(src.layout(), resolve);
+  m.matrix_dtype_ = matrix_dtype;
   return m;
 }
 
@@ -118,7 +151,6 @@ InferModel InferModel::random(const ZayaConfig& c, uint64_t seed, DType matrix_d
   InferModel m;
   m.config_ = c;
   m.source_ = "(random)";
-  m.matrix_dtype_ = matrix_dtype;
   const ParamLayout layout = make_param_layout(c);
   const double half_width = std * std::sqrt(3.0);  // uniform on [−a, a] has std a/√3
   uint64_t stream = 0;
@@ -159,11 +191,25 @@ int64_t InferModel::dense_weight_bytes() const {
 
 void InferModel::bind(const ParamLayout& layout, const ResolveParam& resolve) {
   total_bytes_ = 0;
+  // Bytes of matrices (projections, experts, the embedding) per dtype: the dominant one names the
+  // model's matrix dtype.
+  std::vector<std::pair<DType, int64_t>> matrix_bytes;
   ParamViews v = bind_params(config_, layout, [&](const ParamSpec& s) {
     const Tensor t = resolve(s);
     total_bytes_ += int64_t(t.nbytes());
+    if (s.kind == ParamKind::Matrix || s.kind == ParamKind::Expert ||
+        s.kind == ParamKind::Embedding) {
+      auto it = std::find_if(matrix_bytes.begin(), matrix_bytes.end(),
+                             [&](const auto& e) { return e.first == t.dtype; });
+      if (it == matrix_bytes.end()) it = matrix_bytes.insert(it, {t.dtype, 0});
+      it->second += int64_t(t.nbytes());
+    }
     return t;
   });
+  matrix_dtype_ = DType::F32;
+  int64_t most = -1;
+  for (const auto& [t, bytes] : matrix_bytes)
+    if (bytes > most) matrix_dtype_ = t, most = bytes;
   embed = v.embed;
   layers = std::move(v.layers);
   final_res = v.final_res;

@@ -1,7 +1,8 @@
 // InferModel: a ZAYA1 model held for inference. Matrices (projections, router matrices, experts,
-// the tied embedding / LM head) stay in their stored dtype — a bf16 checkpoint is used straight
-// from its memory mapping, never widened in memory — and are read through ops::linear_forward's
-// bf16 kernels. Small vectors (norms, biases, scales, convs, temperatures) are widened to f32 once.
+// the tied embedding / LM head) stay in their stored dtype — a bf16 checkpoint or a GGUF file's
+// block-quantized, F16, BF16 or F32 weights are used straight from the memory mapping, never
+// widened in memory — and are read through ops::linear_forward's kernels for that dtype. Small
+// vectors (norms, biases, scales, convs, temperatures) are widened to f32 once.
 // Shapes: D model, V vocab, C conv channels, d head, Hq/Hk heads, R router, K classes, F expert
 // first-projection width (gate ‖ up).
 #pragma once
@@ -18,6 +19,7 @@ namespace zaya {
 
 class Model;
 class SafeTensors;
+struct GgufModel;
 
 // The per-tensor views of model/param_views.h: matrices, experts, the embedding and the conv
 // weights F32 or BF16; every other tensor F32.
@@ -33,6 +35,17 @@ class InferModel {
   // half the bytes per token). Throws zaya::Error naming a missing/mis-shaped tensor or a bad
   // directory.
   static InferModel load_dir(const std::string& dir, bool to_bf16 = false);
+  // A GGUF file (docs/quantization.md, "Running a GGUF"): every parameter through
+  // GgufModel::tensor. Matrices, experts and the embedding in their stored dtype (block types,
+  // F16, BF16, F32) from the mapping; vectors and conv weights widened to owned F32. With
+  // to_bf16, F32 matrices become owned BF16 copies (the others stay as stored). Throws zaya::Error
+  // naming the file (and the tensor) for a file zaya cannot run.
+  static InferModel load_gguf(const std::string& path, bool to_bf16 = false);
+  // The same on a file already opened (model_source.h opens it once for the config and the
+  // tokenizer too).
+  static InferModel load_gguf(std::shared_ptr<const GgufModel> g, bool to_bf16 = false);
+  // load_gguf for a GGUF file (model_path.h is_gguf_file), else load_dir.
+  static InferModel load(const std::string& path_or_dir, bool to_bf16 = false);
   // From an in-memory model (tests, benchmarks): matrices are views of m's F32 weights (m must
   // outlive this) when matrix_dtype is F32, or owned BF16 copies when it is BF16.
   static InferModel from_model(const Model& m, DType matrix_dtype = DType::F32);
@@ -44,7 +57,9 @@ class InferModel {
 
   const ZayaConfig& config() const { return config_; }
   const std::string& source() const { return source_; }
-  DType matrix_dtype() const { return matrix_dtype_; }  // BF16 if any matrix is BF16, else F32
+  // The matrices' dtype: the one holding most of their bytes (a Q4_K_M file's Q4_K, with its
+  // Q6_K and F32 tensors beside), F32 when every matrix is F32.
+  DType matrix_dtype() const { return matrix_dtype_; }
 
   // Bytes of weights one decode token reads when it is routed to an expert in every MoE layer:
   // every weight (attention and its conv, norms, residual scales, the router, the LM head, i.e.
@@ -73,6 +88,7 @@ class InferModel {
   // Binds every tensor through resolve (model/param_views.h), counting the bytes it holds.
   void bind(const ParamLayout& layout, const ResolveParam& resolve);
   std::shared_ptr<const SafeTensors> file_;     // keeps the mapping alive
+  std::shared_ptr<const GgufModel> gguf_;       // the same for a GGUF file
   std::vector<std::shared_ptr<Buffer>> owned_;  // widened vectors and converted matrices
 };
 

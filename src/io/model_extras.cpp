@@ -16,8 +16,8 @@ namespace {
 
 using json = nlohmann::json;
 
-json read_object(const std::string& path) {
-  const std::string text = read_text_file(path, "model file");
+// `path` names the text in messages: a file, or a GGUF file and its key.
+json read_object(const std::string& text, const std::string& path) {
   json j;
   try {
     j = parse_json(text);
@@ -66,7 +66,11 @@ double number_in(const std::string& path, const char* key, const json& v, double
 }  // namespace
 
 void read_tokenizer_config(const std::string& path, ModelExtras& x) {
-  const json j = read_object(path);
+  read_tokenizer_config_text(read_text_file(path, "model file"), path, x);
+}
+
+void read_tokenizer_config_text(const std::string& text, const std::string& path, ModelExtras& x) {
+  const json j = read_object(text, path);
   x.tokenizer_config = path;
   if (present(j, "model_max_length")) {
     const json& v = j["model_max_length"];
@@ -88,7 +92,11 @@ void read_tokenizer_config(const std::string& path, ModelExtras& x) {
 }
 
 void read_generation_config(const std::string& path, ModelExtras& x) {
-  const json j = read_object(path);
+  read_generation_config_text(read_text_file(path, "model file"), path, x);
+}
+
+void read_generation_config_text(const std::string& text, const std::string& path, ModelExtras& x) {
+  const json j = read_object(text, path);
   x.generation_config = path;
   if (present(j, "bos_token_id"))
     x.bos_token_id = token_id(path, "bos_token_id", j["bos_token_id"]);

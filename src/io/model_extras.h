@@ -34,6 +34,9 @@ struct ModelExtras {
   std::optional<bool> do_sample;
   std::optional<double> temperature, top_p, min_p, repetition_penalty;
   std::optional<int64_t> top_k;
+  // A chat template the model carries inside (a GGUF's tokenizer.chat_template; "" for a model
+  // directory, whose template is a file: chat/chat_template.h finds it) and where it came from.
+  std::string chat_template, chat_template_origin;
 };
 
 // Reads DIR/tokenizer_config.json and DIR/generation_config.json, each when present.
@@ -42,5 +45,10 @@ ModelExtras read_model_extras(const std::string& dir);
 // One file each (it must exist), filling that file's fields of `x` (and its path).
 void read_tokenizer_config(const std::string& path, ModelExtras& x);
 void read_generation_config(const std::string& path, ModelExtras& x);
+// The same from the file's text (a GGUF file carries both as metadata strings); `origin` names
+// the text in messages and becomes x.tokenizer_config / x.generation_config.
+void read_tokenizer_config_text(const std::string& text, const std::string& origin, ModelExtras& x);
+void read_generation_config_text(const std::string& text, const std::string& origin,
+                                 ModelExtras& x);
 
 }  // namespace zaya

@@ -1,0 +1,71 @@
+// The tokenizer a GGUF file carries, as the Hugging Face tokenizer.json zaya's Tokenizer reads
+// (docs/quantization.md, "Running a GGUF").
+//
+// Contract:
+//   - zaya.tokenizer_json (a string: the exact tokenizer.json, which zaya writes into its own
+//     GGUF files) is used as it is.
+//   - Else the GGML vocabulary — tokenizer.ggml.tokens (strings, index = id), token_type (i32)
+//     and merges ("a b" strings, rank = index) — is rebuilt into Gemma 3's tokenizer.json layout
+//     when it is a BPE vocabulary of that kind: raw UTF-8 tokens with "▁" for a space and <0xNN>
+//     byte tokens, as the ZAYA1 converters write Gemma 3's (tokenizer.ggml.model "gemma4"; a
+//     "llama" or "gpt2" file of the same shape is read the same way). The result: a BPE model
+//     with byte_fallback and <unk>, the normalizer Replace " " → "▁", the Split pre-tokenizer and
+//     the decoder Replace "▁" → " ", ByteFallback, Fuse. Token types: NORMAL (1) and BYTE (6) are
+//     vocabulary; CONTROL (3) and UNKNOWN (2) special added tokens; USER_DEFINED (4) added tokens
+//     (the converters write their "▁" as spaces: turned back); UNUSED (5) "[PADn]" fillers, which
+//     the converters add to reach the model's vocabulary size, are left out (their ids stay
+//     unused), other UNUSED tokens kept as special added tokens. A merge splits at its first
+//     space after the first byte.
+//   - Else there is no tokenizer zaya can read (no tokens, a SentencePiece vocabulary without
+//     merges, byte-level GPT-2 tokens): the reason names the key.
+// A vocabulary that is there but inconsistent (a merge of unknown tokens, a type array of another
+// length, duplicate tokens) is a zaya::Error naming the file and the key.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace zaya {
+
+class GgufFile;
+
+// GGML's token types (tokenizer.ggml.token_type).
+enum class GgufTokenType : int32_t {
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6
+};
+
+// A GGML vocabulary as the file holds it.
+struct GgufVocab {
+  std::string model;                // tokenizer.ggml.model ("gemma4", "llama", "gpt2", ...)
+  std::vector<std::string> tokens;  // id → text
+  std::vector<int32_t> types;       // id → GgufTokenType (empty: every token normal)
+  std::vector<std::string> merges;  // "a b", by rank
+};
+
+// The tokenizer.json of `v` as the contract says; throws zaya::Error naming `origin` when `v` is
+// not a vocabulary of that kind or is inconsistent.
+nlohmann::json tokenizer_json_from_vocab(const GgufVocab& v, const std::string& origin);
+
+// The vocabulary of `f` (empty tokens when it has none); throws zaya::Error naming the file and
+// the key when one of the arrays has the wrong type or length.
+GgufVocab read_gguf_vocab(const GgufFile& f);
+
+struct GgufTokenizer {
+  std::optional<Tokenizer> tok;  // none: the file has no tokenizer zaya can read
+  std::string origin;            // "F.gguf (zaya.tokenizer_json)" or "F.gguf (tokenizer.ggml.*)"
+  std::string why_not;           // when !tok: what the file lacks, naming the key
+};
+
+// The tokenizer of `f`, as the contract says.
+GgufTokenizer gguf_tokenizer(const GgufFile& f);
+
+}  // namespace zaya
