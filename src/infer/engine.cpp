@@ -157,9 +157,10 @@ struct Engine::Impl {
   // Per step: when it ended, its prompt and decode tokens (the last kRateWindowSeconds).
   struct StepTokens {
     Clock::time_point at;
-    int64_t prompt = 0, decode = 0;
+    int64_t prompt = 0, generated = 0;
   };
   std::deque<StepTokens> recent;
+  int64_t generated_in_step = 0;  // tokens drawn in the current step (engine thread)
   std::atomic<int64_t> finished_by[4] = {0, 0, 0, 0};  // choices ended, by FinishReason
 
   Impl(const InferModel& m, const Tokenizer* t, EngineOptions o)
@@ -170,6 +171,7 @@ struct Engine::Impl {
         prefix(m.config(), PrefixCacheOptions{o.prefix_cache_bytes, o.prefix_block, {}}) {
     stats.batch_sizes = Histogram(kBatchBounds);
     stats.ttft = Histogram(kTtftBounds);
+    stats.prefix = prefix.stats();
   }
 
   void finish(Sequence& s, Choice* ch, int index, GenerationEvent ev, FinishReason reason) {
@@ -220,6 +222,7 @@ void Engine::Impl::advance(Sequence& s, Choice& ch, std::span<float> row) {
   if (ch.processor) ch.processor->accept(next);
   ch.history.push_back(next);
   ++ch.generated;
+  ++generated_in_step;
   GenerationEvent ev;
   ev.index = ch.index;
   FinishReason reason = FinishReason::None;
@@ -294,10 +297,10 @@ EngineStats Engine::stats() const {
   int64_t prompt = 0, decode = 0;
   for (const Impl::StepTokens& t : I.recent)
     if (std::chrono::duration<double>(now - t.at).count() <= kRateWindowSeconds)
-      prompt += t.prompt, decode += t.decode;
+      prompt += t.prompt, decode += t.generated;
   if (st.window_seconds > 0) {
     st.prompt_tokens_per_second = double(prompt) / st.window_seconds;
-    st.decode_tokens_per_second = double(decode) / st.window_seconds;
+    st.generated_tokens_per_second = double(decode) / st.window_seconds;
   }
   return st;
 }
@@ -443,6 +446,7 @@ bool Engine::step() {
   I.decoder.forward(items, Tensor(I.logits.data(), {int64_t(items.size()), V}));
   const double secs = timer.seconds();
   int64_t prompt_tokens = 0, decode_tokens = 0;
+  I.generated_in_step = 0;
   for (size_t k = 0; k < items.size(); ++k) {
     auto [sq, ch] = run[k];
     Sequence& s = *sq;
@@ -484,11 +488,12 @@ bool Engine::step() {
   I.stats.prompt_tokens += prompt_tokens;
   I.stats.prompt_tokens_cached += prompt_cached;
   I.stats.decode_tokens += decode_tokens;
+  I.stats.generated_tokens += I.generated_in_step;
   I.stats.batch = int64_t(items.size());
   I.stats.batch_sizes.observe(double(items.size()));
   I.stats.prefix = I.prefix.stats();
   const Clock::time_point now = Clock::now();
-  I.recent.push_back({now, prompt_tokens, decode_tokens});
+  I.recent.push_back({now, prompt_tokens, I.generated_in_step});
   while (!I.recent.empty() &&
          std::chrono::duration<double>(now - I.recent.front().at).count() > kRateWindowSeconds)
     I.recent.pop_front();

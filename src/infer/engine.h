@@ -122,8 +122,10 @@ struct Histogram {
 
 struct EngineStats {
   // Totals so far. prompt_tokens: prompt tokens run through the model; prompt_tokens_cached:
-  // those restored from the prefix cache instead (a prompt's length is the sum of the two).
-  int64_t prompt_tokens = 0, prompt_tokens_cached = 0, decode_tokens = 0;
+  // those restored from the prefix cache instead (a prompt's length is the sum of the two);
+  // decode_tokens: tokens run in decode steps; generated_tokens: tokens drawn (each choice's first
+  // comes from its prompt's last step, the rest from decode steps).
+  int64_t prompt_tokens = 0, prompt_tokens_cached = 0, decode_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t steps = 0;
   int64_t submitted = 0;  // requests accepted by submit
@@ -134,7 +136,7 @@ struct EngineStats {
   Histogram batch_sizes;  // sequences per step
   Histogram ttft;         // seconds from submit to a request's first token
   // Tokens per second over the last window_seconds (or since the engine started, if sooner).
-  double prompt_tokens_per_second = 0, decode_tokens_per_second = 0, window_seconds = 0;
+  double prompt_tokens_per_second = 0, generated_tokens_per_second = 0, window_seconds = 0;
   PrefixCacheStats prefix;
 };
 

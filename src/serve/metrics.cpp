@@ -124,14 +124,14 @@ std::string metrics_text(const EngineStats& st, const ServerGauges& server) {
   p.counter("zaya_prefix_cache_prompt_tokens_total",
             "Prompt tokens restored from the prefix cache instead of prefilled.",
             double(st.prompt_tokens_cached));
-  p.counter("zaya_generation_tokens_total", "Tokens generated (decode steps).",
-            double(st.decode_tokens));
+  p.counter("zaya_generation_tokens_total", "Tokens generated (drawn, every choice).",
+            double(st.generated_tokens));
   p.gauge("zaya_prompt_tokens_per_second",
           "Prompt tokens run per second over the last window (zaya_rate_window_seconds).",
           st.prompt_tokens_per_second);
   p.gauge("zaya_generation_tokens_per_second",
           "Tokens generated per second over the last window (zaya_rate_window_seconds).",
-          st.decode_tokens_per_second);
+          st.generated_tokens_per_second);
   p.gauge("zaya_rate_window_seconds", "The window of the per-second gauges.", st.window_seconds);
   p.histogram("zaya_time_to_first_token_seconds",
               "Seconds from a request's arrival at the engine to its first token.", st.ttft);
