@@ -39,6 +39,8 @@ using Action = std::function<int()>;
 Action add_eval_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
 Action add_convert_command(CLI::App& app);
+// `zaya quantize` (quantize.cpp): a model as one GGUF file of quantized weights.
+Action add_quantize_command(CLI::App& app);
 Action add_tokenize_command(CLI::App& app);
 Action add_tokenizer_train_command(CLI::App& app);
 // `zaya data prepare …` (a nested subcommand: data → prepare).

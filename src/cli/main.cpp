@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_eval_command);
   add(zaya::cli::add_inspect_command);
   add(zaya::cli::add_convert_command);
+  add(zaya::cli::add_quantize_command);
   add(zaya::cli::add_tokenize_command);
   add(zaya::cli::add_tokenizer_train_command);
   add(zaya::cli::add_data_command);

@@ -17,13 +17,16 @@ namespace zaya::quant {
 bool is_weight_type(DType t);
 
 // dst (dtype_bytes(t, n) bytes) = x[0, n) in type t; n a multiple of dtype_block_elems(t).
-// F16/BF16 round to nearest even; F32 copies.
+// F16/BF16 round to nearest even; F32 copies. A non-finite value, or one too large for t (its
+// block's f16 scale, or the F16 value, would overflow), throws zaya::Error naming its index
+// ("non-finite value at index N"); the caller adds the tensor's name.
 void quantize_row(DType t, const float* x, void* dst, int64_t n);
 // y[0, n) = the values of src (exact: every block value is d·q (− dmin·m) computed in f32, as
 // GGML computes it).
 void dequantize_row(DType t, const void* src, float* y, int64_t n);
 
-// A [rows, cols] matrix, rows in parallel (OpenMP); same bits as quantize_row row by row.
+// A [rows, cols] matrix, rows in parallel (OpenMP); same bits as quantize_row row by row, whatever
+// the thread count. Errors name the index in the matrix and the first failing row.
 void quantize_matrix(DType t, const float* x, void* dst, int64_t rows, int64_t cols);
 void dequantize_matrix(DType t, const void* src, float* y, int64_t rows, int64_t cols);
 
