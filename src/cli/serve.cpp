@@ -2,7 +2,7 @@
 //            [--max-context N] [--tokenizer FILE] [--threads N] [--http-threads N]
 //            [--request-timeout SECONDS] [--api-key KEY]... [--api-key-file FILE]
 //            [--ssl-cert FILE --ssl-key FILE] [--chat-template FILE] [--reasoning on|off]
-//            [--quiet]
+//            [--prefix-cache-mb 1024] [--prefix-cache-block 256] [--quiet]
 // The OpenAI-compatible server (serve/server.h, docs/serving.md). M is anything
 // open_model_source takes (a GGUF file too); the tokenizer, the context and the special ids come
 // from the model (infer/model_source.h, infer/model_files.h), the served name from its path (a
@@ -20,6 +20,9 @@
 // that constrained decoding masks with (grammar/token_mask.h) is built on the first request that
 // needs it, once, whichever thread asks first. The stop ids are eos_ids (infer/model_files.h):
 // generation_config.json's, the tokenizer's eos and <|im_end|>.
+// Prefix cache (infer/prefix_cache.h): snapshots of prompts' decode state every
+// --prefix-cache-block tokens, in an LRU of --prefix-cache-mb MiB (0: none); a request resumes
+// from the longest cached prefix of its prompt. GET /metrics (serve/metrics.h) reports it.
 // SIGINT/SIGTERM: in-flight requests are cancelled, the listener closes, exit 0.
 // Access: --api-key / --api-key-file give the bearer keys every endpoint but /health requires
 // (server.h); without one, a --host beyond loopback gets a warning on stderr at start, since then
@@ -63,6 +66,7 @@ struct ServeArgs {
   chat::Reasoning reasoning = chat::Reasoning::On;
   int port = 8080;
   int64_t max_batch = 8, max_context = 0;
+  int64_t prefix_cache_mb = 1024, prefix_cache_block = 256;
   int threads = 0, http_threads = 0;
   double request_timeout = 10;
   // Sampling defaults over the model's (a request's fields override them); unset: the model's.
@@ -184,6 +188,8 @@ int run_serve(const ServeArgs& a) {
   eo.max_batch = a.max_batch;
   eo.max_context = ctx.tokens;
   eo.eos_ids = eos_ids(c, extras, &tok);
+  eo.prefix_cache_bytes = a.prefix_cache_mb << 20;
+  eo.prefix_block = a.prefix_cache_block;
   Engine engine(model, &tok, eo);
 
   openai::ServedModel served;
@@ -224,6 +230,12 @@ int run_serve(const ServeArgs& a) {
       "repetition_penalty {} (generation_config.json, then the sampling flags)",
       served.defaults.temperature, served.defaults.top_p, served.defaults.top_k,
       served.defaults.min_p, served.defaults.repetition_penalty);
+  if (a.prefix_cache_mb > 0)
+    log_info("serve: prefix cache up to {} MiB, a snapshot every {} tokens ({} bytes each)",
+             a.prefix_cache_mb, a.prefix_cache_block,
+             PrefixCache(c, {eo.prefix_cache_bytes, eo.prefix_block, {}}).node_bytes());
+  else
+    log_info("serve: no prefix cache (--prefix-cache-mb 0)");
   log_info("serve: chat format: {} ({}); reasoning {} by default",
            format_name(chat_template.format), chat_template.origin, enum_word(a.reasoning));
   if (keys.empty() && !loopback(a.host))
@@ -327,6 +339,15 @@ Action add_serve_command(CLI::App& app) {
   add_enum_option(sub, "--reasoning", a->reasoning,
                   "the chat template's enable_thinking default: off renders the generation prompt "
                   "without reasoning unless a request's chat_template_kwargs asks for it");
+  sub->add_option("--prefix-cache-mb", a->prefix_cache_mb,
+                  "MiB of prompt-state snapshots kept to resume requests that share a prefix "
+                  "(0 = no prefix cache)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  sub->add_option("--prefix-cache-block", a->prefix_cache_block,
+                  "tokens between snapshots (prompt chunks end at multiples of it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
   sub->add_flag(
       "--bf16", a->bf16,
       "hold F32 matrices and conv weights as bf16 (rounded at load: half the bytes per token)");

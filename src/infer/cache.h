@@ -27,6 +27,7 @@ class SequenceCache {
   int64_t length() const { return length_; }  // positions already processed
   void advance(int64_t n) { length_ += n; }
   LayerCache& layer(int64_t i) { return layers_[size_t(i)]; }
+  const LayerCache& layer(int64_t i) const { return layers_[size_t(i)]; }
   // Makes this cache a copy of `src`, a cache of the same model and capacity: its filled K/V rows,
   // conv states, previous inputs and length (a prompt prefilled once, then decoded n ways).
   void copy_from(const SequenceCache& src);

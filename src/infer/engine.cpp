@@ -3,6 +3,7 @@
 #include "infer/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -52,8 +53,9 @@ struct Sequence {
   EventFn on_event;
   std::vector<std::unique_ptr<LogitsProcessor>> processors;  // made by submit, one per choice
   std::vector<Choice> choices;                               // all n, made at admission
-  int64_t prompt_fed = 0;  // prompt tokens already run through the model
+  int64_t prompt_fed = 0;  // prompt tokens already run through the model (or restored)
   bool cancelled = false;  // the client asked to stop it (guarded by the engine mutex)
+  std::chrono::steady_clock::time_point submitted;  // for the time to the first token
 
   // Batch slots it holds: its choices not yet done (all n before admission).
   int64_t live() const {
@@ -116,13 +118,32 @@ std::vector<std::pair<int32_t, float>> top_ids(std::span<const float> row, int k
   return out;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// Buckets: seconds to the first token; sequences per step.
+const std::vector<double> kTtftBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                         1,     2.5,  5,     10,   25,  50,   100};
+const std::vector<double> kBatchBounds = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+// The window of the tokens-per-second gauges.
+constexpr double kRateWindowSeconds = 10;
+
 }  // namespace
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds.size() && v > bounds[i]) ++i;
+  ++counts[i];
+  sum += v;
+  ++count;
+}
 
 struct Engine::Impl {
   const InferModel& model;
   const Tokenizer* tok;
   EngineOptions opt;
   Decoder decoder;
+  PrefixCache prefix;  // engine thread only; its stats are copied into `stats` after each step
+  const Clock::time_point started = Clock::now();
   std::vector<float> logits;
   std::vector<float> work, raw;  // one choice's copy of a shared row; the raw row for logprobs
 
@@ -133,11 +154,28 @@ struct Engine::Impl {
   std::vector<uint64_t> cancels;
   uint64_t next_id = 1;
   EngineStats stats;
+  // Per step: when it ended, its prompt and decode tokens (the last kRateWindowSeconds).
+  struct StepTokens {
+    Clock::time_point at;
+    int64_t prompt = 0, generated = 0;
+  };
+  std::deque<StepTokens> recent;
+  int64_t generated_in_step = 0;  // tokens drawn in the current step (engine thread)
+  std::atomic<int64_t> finished_by[4] = {0, 0, 0, 0};  // choices ended, by FinishReason
 
   Impl(const InferModel& m, const Tokenizer* t, EngineOptions o)
-      : model(m), tok(t), opt(o), decoder(m) {}
+      : model(m),
+        tok(t),
+        opt(o),
+        decoder(m),
+        prefix(m.config(), PrefixCacheOptions{o.prefix_cache_bytes, o.prefix_block, {}}) {
+    stats.batch_sizes = Histogram(kBatchBounds);
+    stats.ttft = Histogram(kTtftBounds);
+    stats.prefix = prefix.stats();
+  }
 
-  static void finish(Sequence& s, Choice* ch, int index, GenerationEvent ev, FinishReason reason) {
+  void finish(Sequence& s, Choice* ch, int index, GenerationEvent ev, FinishReason reason) {
+    finished_by[size_t(reason)].fetch_add(1, std::memory_order_relaxed);
     ev.done = true;
     ev.index = index;
     ev.finish_reason = reason;
@@ -147,7 +185,7 @@ struct Engine::Impl {
     s.on_event(ev);
   }
   // Ends every choice not yet done (all n before admission) with `reason`.
-  static void finish_all(Sequence& s, FinishReason reason) {
+  void finish_all(Sequence& s, FinishReason reason) {
     if (s.choices.empty()) {
       for (int i = 0; i < s.req.n; ++i) finish(s, nullptr, i, {}, reason);
       return;
@@ -184,6 +222,7 @@ void Engine::Impl::advance(Sequence& s, Choice& ch, std::span<float> row) {
   if (ch.processor) ch.processor->accept(next);
   ch.history.push_back(next);
   ++ch.generated;
+  ++generated_in_step;
   GenerationEvent ev;
   ev.index = ch.index;
   FinishReason reason = FinishReason::None;
@@ -235,6 +274,8 @@ Engine::Engine(const InferModel& model, const Tokenizer* tok, EngineOptions opt)
   ZAYA_CHECK_INPUT(opt.max_batch >= 1, "max batch must be at least 1, not {}", opt.max_batch);
   ZAYA_CHECK_INPUT(opt.prefill_chunk >= 1, "prefill chunk must be at least 1, not {}",
                    opt.prefill_chunk);
+  ZAYA_CHECK_INPUT(opt.prefix_block >= 1, "prefix cache block must be at least 1 token, not {}",
+                   opt.prefix_block);
 }
 
 Engine::~Engine() = default;
@@ -244,8 +285,24 @@ int64_t Engine::max_context() const {
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  const Impl& I = *impl_;
+  std::lock_guard<std::mutex> lock(I.mu);
+  EngineStats st = I.stats;
+  for (size_t r = 0; r < 4; ++r) st.finished[r] = I.finished_by[r].load(std::memory_order_relaxed);
+  st.running = int64_t(I.active.size());
+  st.queued = int64_t(I.queue.size());
+  const Clock::time_point now = Clock::now();
+  st.window_seconds =
+      std::min(kRateWindowSeconds, std::chrono::duration<double>(now - I.started).count());
+  int64_t prompt = 0, decode = 0;
+  for (const Impl::StepTokens& t : I.recent)
+    if (std::chrono::duration<double>(now - t.at).count() <= kRateWindowSeconds)
+      prompt += t.prompt, decode += t.generated;
+  if (st.window_seconds > 0) {
+    st.prompt_tokens_per_second = double(prompt) / st.window_seconds;
+    st.generated_tokens_per_second = double(decode) / st.window_seconds;
+  }
+  return st;
 }
 
 uint64_t Engine::submit(GenerationRequest req, EventFn on_event) {
@@ -271,7 +328,9 @@ uint64_t Engine::submit(GenerationRequest req, EventFn on_event) {
     for (int i = 0; i < req.n; ++i) s->processors.push_back(req.make_processor());
   s->req = std::move(req);
   s->on_event = std::move(on_event);
+  s->submitted = Clock::now();
   std::lock_guard<std::mutex> lock(I.mu);
+  ++I.stats.submitted;
   s->id = I.next_id++;
   const uint64_t id = s->id;
   I.queue.push_back(std::move(s));
@@ -331,13 +390,14 @@ bool Engine::step() {
       }
     }
   }
-  for (auto& [s, reason] : ending) Impl::finish_all(*s, reason);
+  for (auto& [s, reason] : ending) I.finish_all(*s, reason);
 
   // Admit new requests (their choices: sampler, text stream, processor; choice 0's cache); build
   // this step's items: the next prompt chunk while prefilling (choice 0's cache), else the last
   // generated token of every choice still running.
   std::vector<std::pair<Sequence*, Choice*>> run;  // Choice null: a prompt chunk
   std::vector<DecodeItem> items;
+  int64_t prompt_cached = 0;  // prompt tokens restored from the prefix cache this step
   for (auto& sp : I.active) {
     Sequence& s = *sp;
     const int64_t P = int64_t(s.req.prompt.size());
@@ -352,9 +412,14 @@ bool Engine::step() {
         ch.history = s.req.prompt;
       }
       s.choices[0].cache = std::make_unique<SequenceCache>(c, P + s.req.sampling.max_new_tokens);
+      // Resume from the longest cached prefix (at most P − 1 tokens: the last is run for logits).
+      s.prompt_fed = I.prefix.restore(s.req.prompt, *s.choices[0].cache);
+      prompt_cached += s.prompt_fed;
     }
     if (s.prompt_fed < P) {
-      const int64_t L = std::min(I.opt.prefill_chunk, P - s.prompt_fed);
+      // A chunk ends at the next block boundary (see engine.h: the same chunks with the cache).
+      const int64_t B = I.opt.prefix_block;
+      const int64_t L = std::min({I.opt.prefill_chunk, P - s.prompt_fed, B - s.prompt_fed % B});
       items.push_back(
           {s.choices[0].cache.get(),
            std::span<const int32_t>(s.req.prompt).subspan(size_t(s.prompt_fed), size_t(L))});
@@ -368,13 +433,20 @@ bool Engine::step() {
       }
     }
   }
-  if (items.empty()) return !ending.empty();
+  if (items.empty()) {
+    if (prompt_cached > 0) {  // (not reached: a restore leaves ≥ 1 prompt token to run)
+      std::lock_guard<std::mutex> lock(I.mu);
+      I.stats.prompt_tokens_cached += prompt_cached;
+    }
+    return !ending.empty();
+  }
 
   Timer timer;
   I.logits.resize(items.size() * size_t(V));
   I.decoder.forward(items, Tensor(I.logits.data(), {int64_t(items.size()), V}));
   const double secs = timer.seconds();
   int64_t prompt_tokens = 0, decode_tokens = 0;
+  I.generated_in_step = 0;
   for (size_t k = 0; k < items.size(); ++k) {
     auto [sq, ch] = run[k];
     Sequence& s = *sq;
@@ -384,7 +456,17 @@ bool Engine::step() {
       I.advance(s, *ch, row);
       continue;
     }
+    // A prompt chunk that ended at a block boundary: snapshot the state there.
+    const SequenceCache& pc = *s.choices[0].cache;
+    if (I.prefix.enabled() && pc.length() % I.opt.prefix_block == 0)
+      I.prefix.capture(s.req.prompt, pc);
     if (s.prompt_fed < int64_t(s.req.prompt.size())) continue;  // more prompt chunks to go
+    const double ttft =
+        std::chrono::duration<double>(Clock::now() - s.submitted).count();  // drawn below
+    {
+      std::lock_guard<std::mutex> lock(I.mu);
+      I.stats.ttft.observe(ttft);
+    }
     // The prompt is in: copy its cache into the other choices, each drawing its first token from
     // the same row (a copy of it, as drawing modifies the row; the last choice takes the row).
     const int64_t cap = s.choices[0].cache->capacity();
@@ -404,7 +486,17 @@ bool Engine::step() {
   std::lock_guard<std::mutex> lock(I.mu);
   I.stats.steps += 1;
   I.stats.prompt_tokens += prompt_tokens;
+  I.stats.prompt_tokens_cached += prompt_cached;
   I.stats.decode_tokens += decode_tokens;
+  I.stats.generated_tokens += I.generated_in_step;
+  I.stats.batch = int64_t(items.size());
+  I.stats.batch_sizes.observe(double(items.size()));
+  I.stats.prefix = I.prefix.stats();
+  const Clock::time_point now = Clock::now();
+  I.recent.push_back({now, prompt_tokens, I.generated_in_step});
+  while (!I.recent.empty() &&
+         std::chrono::duration<double>(now - I.recent.front().at).count() > kRateWindowSeconds)
+    I.recent.pop_front();
   (prompt_tokens > 0 ? I.stats.prefill_seconds : I.stats.decode_seconds) += secs;
   for (auto it = I.active.begin(); it != I.active.end();)
     if ((*it)->live() == 0) {

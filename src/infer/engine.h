@@ -12,6 +12,15 @@
 // Per choice and step: raw logits → [logprobs] → Sampler::process (bias, penalties) →
 // LogitsProcessor::apply (mask) → Sampler::draw → LogitsProcessor::accept(id). A mask that forbids
 // every id ends the choice (stop) instead of drawing.
+//
+// Prefix cache (prefix_cache.h, with prefix_cache_bytes > 0): an admitted request resumes from the
+// longest cached block-aligned prefix of its prompt and prefills only the rest; while a prompt is
+// prefilled, the state at every block boundary it reaches is captured. Prompt chunks never cross a
+// block boundary (a chunk ends at the next multiple of prefix_block, with the cache or without),
+// so a prompt runs through the same chunks whether it resumes at a boundary or starts at 0: the
+// cache changes no bits. Only prefill is captured, not decode: a generated token's K/V comes from
+// a one-row step, whose bits may differ from the same token prefilled in a chunk, so a snapshot
+// taken in decode could make the next turn's output depend on whether it hit the cache.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include "core/enum_words.h"
+#include "infer/prefix_cache.h"
 #include "infer/sampler.h"
 
 namespace zaya {
@@ -33,6 +43,10 @@ struct EngineOptions {
   int64_t max_batch = 8;        // sequences decoded together
   int64_t max_context = 0;      // prompt + generated tokens per sequence; 0 = the model's limit
   int64_t prefill_chunk = 512;  // prompt tokens per sequence per step (long prompts take several)
+  // The prefix cache's bound in bytes (0: no prefix cache) and its block: snapshots are taken at
+  // multiples of prefix_block tokens, and prompt chunks end at them (with the cache or without).
+  int64_t prefix_cache_bytes = 0;
+  int64_t prefix_block = 256;
   // Bytes one sequence's KV cache may take at most (0: half the physical memory); max_context is
   // lowered to what fits.
   int64_t max_cache_bytes = 0;
@@ -94,10 +108,36 @@ struct GenerationEvent {
 
 using EventFn = std::function<void(const GenerationEvent&)>;
 
+// Counts of observations per bucket: counts[i] those ≤ bounds[i] and > bounds[i − 1]; the last
+// count, those above every bound.
+struct Histogram {
+  std::vector<double> bounds;   // increasing upper bounds
+  std::vector<int64_t> counts;  // bounds.size() + 1
+  double sum = 0;
+  int64_t count = 0;
+  Histogram() = default;
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void observe(double v);
+};
+
 struct EngineStats {
-  int64_t prompt_tokens = 0, decode_tokens = 0;  // totals so far
+  // Totals so far. prompt_tokens: prompt tokens run through the model; prompt_tokens_cached:
+  // those restored from the prefix cache instead (a prompt's length is the sum of the two);
+  // decode_tokens: tokens run in decode steps; generated_tokens: tokens drawn (each choice's first
+  // comes from its prompt's last step, the rest from decode steps).
+  int64_t prompt_tokens = 0, prompt_tokens_cached = 0, decode_tokens = 0, generated_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t steps = 0;
+  int64_t submitted = 0;  // requests accepted by submit
+  // Choices ended, by FinishReason (index: the enum's value; a request of n choices counts n).
+  int64_t finished[4] = {0, 0, 0, 0};
+  int64_t running = 0, queued = 0;  // requests admitted and not done; waiting for admission
+  int64_t batch = 0;      // sequences (prompt chunks and decoding choices) in the last step
+  Histogram batch_sizes;  // sequences per step
+  Histogram ttft;         // seconds from submit to a request's first token
+  // Tokens per second over the last window_seconds (or since the engine started, if sooner).
+  double prompt_tokens_per_second = 0, generated_tokens_per_second = 0, window_seconds = 0;
+  PrefixCacheStats prefix;
 };
 
 class Engine {

@@ -20,6 +20,7 @@
 #include "infer/engine.h"
 #include "serve/chat_output.h"
 #include "serve/http_guard.h"
+#include "serve/metrics.h"
 
 namespace zaya {
 
@@ -384,6 +385,11 @@ struct HttpServer::Impl {
                           {"generated_tokens", st.decode_tokens}}),
                     "application/json");
     });
+    // Prometheus's scrape target; behind the API keys like every endpoint but /health (server.h).
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      r.set_content(metrics_text(engine.stats(), {count(), int64_t(http.open_connections())}),
+                    kPrometheusContentType);
+    });
     // The right path with the wrong method: 405 rather than httplib's 404.
     auto not_allowed = [](const char* allowed) {
       return [allowed](const httplib::Request& q, httplib::Response& r) {
@@ -398,7 +404,7 @@ struct HttpServer::Impl {
       http.Patch(p, not_allowed("POST"));
       http.Delete(p, not_allowed("POST"));
     }
-    for (const char* p : {"/v1/models", "/v1/models/(.+)", "/health"}) {
+    for (const char* p : {"/v1/models", "/v1/models/(.+)", "/health", "/metrics"}) {
       http.Post(p, not_allowed("GET"));
       http.Put(p, not_allowed("GET"));
       http.Patch(p, not_allowed("GET"));
@@ -413,7 +419,7 @@ struct HttpServer::Impl {
           if (r.status == 404)
             msg = fmt::format(
                 "Unknown route {} {}; this server has POST /v1/completions, POST "
-                "/v1/chat/completions, GET /v1/models and GET /health",
+                "/v1/chat/completions, GET /v1/models, GET /health and GET /metrics",
                 q.method, q.path);
           if (r.status == 413)
             msg = fmt::format("The request body is larger than {} bytes", opt.max_body_bytes);

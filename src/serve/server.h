@@ -2,12 +2,14 @@
 //   POST /v1/completions, POST /v1/chat/completions   (openai_request.h: parsing, template;
 //   openai_response.h: shapes; a request naming another model is served by this one)
 //   GET  /v1/models, GET /v1/models/{id} (the served model; another id is 404), GET /health
-//   ({"status":"ok", "in_flight", and the engine's prompt_tokens / generated_tokens totals)
+//   ({"status":"ok", "in_flight", and the engine's prompt_tokens / generated_tokens totals),
+//   GET  /metrics (serve/metrics.h: Prometheus text, the engine's counters, the prefix cache)
 // Every rejection is OpenAI's {"error": {message, type, param, code}}: 400 bad input, 401 no or a
 // wrong API key, 404 unknown route or model id, 405 wrong method, 413 body over the limit, 500 an
 // internal failure; the server keeps serving after each.
 //
-// Who may use it: with api_keys, every request but GET /health must carry
+// Who may use it: with api_keys, every request but GET /health (/metrics included: its counters say
+// how much the server is used and how its cache is doing) must carry
 // `Authorization: Bearer KEY` with one of them (http_guard.h: ApiKeys, constant-time); a missing,
 // malformed or wrong one is 401 (code "invalid_api_key", header WWW-Authenticate: Bearer), before
 // routing, so an unknown route is 401 too. With ssl_cert/ssl_key it speaks HTTPS only.
