@@ -10,7 +10,8 @@
 # bench_quant_quality).
 #
 # usage: scripts/bench_8b.sh [DIR] (default /var/tmp/zaya-8b; about 60 GB of disk for all forms)
-# Environment: BUILD (default build/release), TYPES (default "q8_0 q5_k_m q4_k_m"), STEPS (what
+# Environment: BUILD (default build/release), TYPES (default "q8_0 q5_k_m q4_k_m"), PROMPTS
+# (prefill lengths, default "512 2048"), STEPS (what
 # to run, default "write quantize decode prefill quality").
 # Everything is printed; copy the output into a benchmarks/results/ file with the machine.
 set -euo pipefail
@@ -58,9 +59,9 @@ for f in bf16 $types; do
     /usr/bin/time -f "$f decode: max resident %M KiB" "$zaya" bench decode --model "$m" --tokens 33
   fi
   if has prefill; then
-    for p in 512 2048; do
+    for p in ${PROMPTS:-512 2048}; do
       echo "== $f: prefill of $p tokens"
-      "$zaya" bench decode --model "$m" --prompt-tokens "$p" --tokens 1 | grep -E "prefill|batch"
+      "$zaya" bench decode --model "$m" --prompt-tokens "$p" --tokens 2 | grep -E "prefill|batch"
     done
   fi
 done
