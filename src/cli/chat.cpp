@@ -176,7 +176,9 @@ class ChatSession {
           P, ctx));
       return false;
     }
-    GenerationRequest req{std::move(ids), sampling_};
+    GenerationRequest req;
+    req.prompt = std::move(ids);
+    req.sampling = sampling_;
     req.sampling.seed = sampling_.seed + turns_++;
     req.sampling.max_new_tokens = a_.max_tokens > 0 ? std::min(a_.max_tokens, ctx - P) : ctx - P;
     for (const std::string& s : tmpl_->stop_strings()) req.sampling.stop.push_back(s);

@@ -52,7 +52,9 @@ void prefill(Decoder& dec, const ZayaConfig& c, SequenceCache& cache, std::span<
     const DecodeItem item{&cache, ids.subspan(size_t(fed), size_t(L))};
     dec.forward({&item, 1}, Tensor(logits.data(), {1, c.vocab_size}));
     fed += L;
-    if (pc && fed % block == 0) EXPECT_TRUE(pc->capture(ids, cache)) << "capture at " << fed;
+    if (pc && fed % block == 0) {
+      EXPECT_TRUE(pc->capture(ids, cache)) << "capture at " << fed;
+    }
   }
 }
 

@@ -204,7 +204,9 @@ TEST_F(ServeChatTest, ForcedToolCallsComeBackAsToolCalls) {
     ASSERT_TRUE(calls.is_array() && !calls.empty()) << r.body;
     for (const json& call : calls) {
       EXPECT_EQ(invalid_call(call), "") << call.dump();
-      if (k.choice.is_object()) EXPECT_EQ(call["function"]["name"], "lookup") << r.body;
+      if (k.choice.is_object()) {
+        EXPECT_EQ(call["function"]["name"], "lookup") << r.body;
+      }
     }
     if (k.single) {
       EXPECT_EQ(calls.size(), 1u) << r.body;

@@ -104,7 +104,9 @@ Scrape parse_prometheus(const std::string& text) {
       const double x = v == "+Inf"   ? INFINITY
                        : v == "-Inf" ? -INFINITY
                                      : std::strtod(v.c_str(), &end);
-      if (v != "+Inf" && v != "-Inf") EXPECT_TRUE(end && *end == 0) << "bad number: " << line;
+      if (v != "+Inf" && v != "-Inf") {
+        EXPECT_TRUE(end && *end == 0) << "bad number: " << line;
+      }
       const std::string series = m[1].str() + m[2].str();
       EXPECT_FALSE(s.samples.count(series)) << "duplicate series: " << line;
       s.samples[series] = x;
