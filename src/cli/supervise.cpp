@@ -1,6 +1,7 @@
 // zaya supervise [--max-restarts 10] [--launcher "mpirun -np 4 …"] [--dir ./zaya-supervise]
 //                [--timeout SECTION=SECONDS …] [--timeout-floor 60] [--timeout-factor 10]
 //                [--poll 0.2] [--restart-delay 1] [--grace 5] [--preflight] [--report FILE]
+//                [--min-hosts K] [--host-wait 600] [--probe-port 22] [--probe-timeout 2]
 //                -- COMMAND…
 // Runs COMMAND (e.g. `zaya train --config run.toml`) under the launcher, watches its heartbeats,
 // ends it on a crash or a hang and restarts it until it completes or the restarts are spent;
@@ -68,6 +69,24 @@ Action add_supervise_command(CLI::App& app) {
   sub->add_flag("--preflight", o.preflight,
                 "first run `LAUNCHER zaya preflight`; refuse to start if it fails");
   sub->add_option("--report", o.report, "also write the goodput report (JSON) to this file");
+  sub->add_option("--min-hosts", o.min_hosts,
+                  "when hosts are unreachable and at least this many answer, restart on those "
+                  "(mpirun --hostfile/--host, srun -N); 0: wait for the lost hosts")
+      ->check(non_negative_number())
+      ->capture_default_str();
+  sub->add_option("--host-wait", o.host_wait_s,
+                  "the most seconds in all to wait for unreachable hosts (back-off) before "
+                  "failures with one count against --max-restarts")
+      ->check(non_negative_number())
+      ->capture_default_str();
+  sub->add_option("--probe-port", o.probe_port,
+                  "TCP port of the reachability probe (a refused connection counts as reachable)")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  sub->add_option("--probe-timeout", o.probe_timeout_s,
+                  "seconds the reachability probe waits for a host to answer")
+      ->check(positive_number())
+      ->capture_default_str();
   // The job: every word after -- (CLI11 hands them to this positional unparsed).
   sub->add_option("command", o.command, "the job, after --: e.g. -- zaya train --config run.toml");
   return [args] { return run_supervise(*args); };

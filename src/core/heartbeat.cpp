@@ -2,7 +2,11 @@
 // change: one pwrite of a fixed 512 bytes, so a reader never sees a stale tail.
 #include "core/heartbeat.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,8 +39,9 @@ struct State {
   int fd = -1;
   std::thread::id owner;
   std::string dir, host, path;
+  std::vector<std::string> addrs;  // this host's IPv4 addresses (reachability probes)
   int rank = 0, world = 1, attempt = 1;
-  int64_t seq = 0, step = 0, last_step = 0, collectives = 0;
+  int64_t seq = 0, beat = 0, step = 0, last_step = 0, collectives = 0;
   Section section = Section::Setup;
   std::string detail;
   double max_step_s = 0, max_eval_s = 0, max_checkpoint_s = 0;
@@ -48,12 +53,15 @@ struct State {
     if (const char* a = std::getenv("ZAYA_SUPERVISE_ATTEMPT"); a && *a) attempt = std::atoi(a);
     char name[256] = {};
     if (gethostname(name, sizeof name - 1) == 0) host = name;
+    addrs = ipv4_addresses();
   }
 
   bool is_owner() const { return !started || std::this_thread::get_id() == owner; }
 
-  void write_locked() {
-    ++seq;
+  // Rewrites the record; `progress` (every section change) advances seq, which the supervisor's
+  // hang detection watches; a liveness beat (touch) advances only `beat`.
+  void write_locked(bool progress = true) {
+    if (progress) ++seq;
     if (fd < 0) return;
     const double wall =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -63,6 +71,7 @@ struct State {
                               {"host", host},
                               {"pid", int64_t(getpid())},
                               {"seq", seq},
+                              {"beat", beat},
                               {"step", step},
                               {"last_step", last_step},
                               {"section", kNames[int(section)]},
@@ -73,6 +82,14 @@ struct State {
                               {"max_checkpoint_s", max_checkpoint_s},
                               {"time", wall}};
     std::string line = j.dump();
+    // The addresses last, as many as fit (a host with dozens of interfaces keeps its first).
+    std::string list;
+    for (const std::string& a : addrs) {
+      const std::string more = (list.empty() ? "\"" : ",\"") + a + "\"";
+      if (line.size() + list.size() + more.size() + 12 > kRecordBytes - 1) break;
+      list += more;
+    }
+    line.insert(line.size() - 1, ",\"addrs\":[" + list + "]");
     if (line.size() > kRecordBytes - 1) line.resize(kRecordBytes - 1);  // never: bounded fields
     line.resize(kRecordBytes - 1, ' ');
     line += '\n';
@@ -82,9 +99,10 @@ struct State {
   }
 };
 
+// Never destroyed: the fencing watchdog (resilience/fence.h) may touch it while the process exits.
 State& state() {
-  static State s;
-  return s;
+  static State* s = new State;
+  return *s;
 }
 
 }  // namespace
@@ -113,6 +131,29 @@ void start(int rank, int world) {
            std::strerror(errno));
   }
   s.write_locked();
+}
+
+std::vector<std::string> ipv4_addresses() {
+  std::vector<std::string> out;
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (struct ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    const auto* in = reinterpret_cast<const struct sockaddr_in*>(i->ifa_addr);
+    if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text)) out.emplace_back(text);
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+void touch() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (!s.started) return;
+  ++s.beat;
+  s.write_locked(/*progress=*/false);
 }
 
 bool supervised() {

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace zaya::heartbeat {
 
@@ -22,6 +23,12 @@ bool parse_section(const std::string& name, Section& out);
 // supervised and writes the first record (section setup). Calling it again (a second Trainer in
 // one process) keeps the file and updates rank and world.
 void start(int rank, int world);
+// Rewrites the record without advancing `seq` (which tracks progress) but advancing `beat`: the
+// process is alive. The fencing watchdog calls it (resilience/fence.h); no-op before start.
+void touch();
+// This host's IPv4 addresses on interfaces that are up, loopback left out (the record's "addrs",
+// which the supervisor probes to tell an unreachable host).
+std::vector<std::string> ipv4_addresses();
 bool supervised();                   // ZAYA_SUPERVISE_DIR is set
 const std::string& supervise_dir();  // "" when not supervised
 int attempt();                       // ZAYA_SUPERVISE_ATTEMPT (1 when unset)

@@ -199,6 +199,7 @@ json goodput_report(const GoodputInput& in) {
   }
 
   json failures = json::array(), attempts = json::array();
+  std::vector<std::string> unreachable;
   double failures_total = 0;
   for (size_t i = 0; i < n; ++i) {
     const AttemptRecord& a = in.attempts[i];
@@ -215,7 +216,13 @@ json goodput_report(const GoodputInput& in) {
                         {"setup_s", ev.setup_s},
                         {"steps", steps},
                         {"clock_scale", scales[i]},
-                        {"torn_event_lines", ev.torn_lines}});
+                        {"torn_event_lines", ev.torn_lines},
+                        {"hosts", a.hosts},
+                        {"unreachable_hosts", a.unreachable_hosts},
+                        {"left_running", a.left_running}});
+    for (const std::string& h : a.unreachable_hosts)
+      if (std::find(unreachable.begin(), unreachable.end(), h) == unreachable.end())
+        unreachable.push_back(h);
     if (a.end == AttemptEnd::Completed) continue;
     const Failure& f = fail[i];
     const double total = f.detection + f.restart + f.recomputed + f.other;
@@ -229,7 +236,8 @@ json goodput_report(const GoodputInput& in) {
                         {"recomputed_s", f.recomputed},
                         {"recomputed_steps", f.recomputed_steps},
                         {"other_s", f.other},
-                        {"total_s", total}});
+                        {"total_s", total},
+                        {"unreachable_hosts", a.unreachable_hosts}});
   }
   const double overhead = before_launch + setup + after + shutdown;
   const double sum = productive + overhead + anomaly + failures_total;
@@ -259,6 +267,7 @@ json goodput_report(const GoodputInput& in) {
           {"attempts", attempts},
           {"restarts", n ? int64_t(n) - 1 : 0},
           {"failures", failures},
+          {"unreachable_hosts", unreachable},
           {"steps_kept", steps_kept},
           {"steps_skipped", steps_skipped},
           {"steps_recomputed", steps_recomputed},

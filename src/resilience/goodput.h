@@ -68,6 +68,11 @@ struct AttemptRecord {
   // launch when none). For a hang: when the at-fault rank fell silent.
   double progress_stop_s = 0;
   AttemptEvents events;
+  // Across hosts: the hosts its ranks ran on (from the heartbeats), those the reachability probe
+  // found unreachable when it ended ("zmh3 (10.78.0.13)"), and its ranks still alive after the
+  // tear-down ("rank 2 on host zmh3 (pid 77)"). A failure with an unreachable host does not
+  // spend the restart budget.
+  std::vector<std::string> hosts, unreachable_hosts, left_running;
 };
 
 // How the supervised job ended: it completed; the restarts ran out; an attempt made no progress
@@ -98,11 +103,13 @@ struct GoodputInput {
 //   overhead            {before_launch_s, setup_s, after_step_s, shutdown_s}
 //   attempts[]          {attempt, launch_s, end_s, outcome (completed|crash|hang|stopped), exit
 //                        ("exit code 1" | "signal SIGKILL"), cause, resumed_step, setup_s, steps,
-//                        clock_scale, torn_event_lines}
+//                        clock_scale, torn_event_lines, hosts[], unreachable_hosts[],
+//                        left_running[]}
 //   restarts            attempts − 1
 //   failures[]          one per attempt that did not complete: {attempt, kind (crash|hang|
 //                        stopped), exit, cause, detection_s, restart_s, recomputed_s,
-//                        recomputed_steps[], other_s, total_s}
+//                        recomputed_steps[], other_s, total_s, unreachable_hosts[]}
+//   unreachable_hosts[] every host found unreachable in any attempt ("zmh3 (10.78.0.13)")
 //   steps_kept, steps_skipped, steps_recomputed, steps_rolled_back
 //   faults_fired[]      {spec, rank, attempt}
 //   anomalies[], rollbacks[], stragglers[]   the job's events as it wrote them

@@ -34,6 +34,9 @@ std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
     r.max_eval_s = j.value("max_eval_s", 0.0);
     r.max_checkpoint_s = j.value("max_checkpoint_s", 0.0);
     r.time = j.value("time", 0.0);
+    r.beat = j.value("beat", int64_t(0));
+    if (j.contains("addrs"))
+      for (const auto& a : j.at("addrs")) r.addrs.push_back(a.get<std::string>());
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
   }

@@ -26,6 +26,8 @@ struct HeartbeatRecord {
   int attempt = 0, rank = 0, world = 1;
   std::string host;
   int64_t pid = 0, seq = 0, step = 0, last_step = 0, collectives = 0;
+  int64_t beat = 0;                // liveness beats of the rank's fencing watchdog (0: none)
+  std::vector<std::string> addrs;  // the host's IPv4 addresses (absent in older records)
   heartbeat::Section section = heartbeat::Section::Setup;
   std::string detail;
   double max_step_s = 0, max_eval_s = 0, max_checkpoint_s = 0;

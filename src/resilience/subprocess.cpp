@@ -14,6 +14,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "core/assert.h"
@@ -44,7 +51,94 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The leaders of the Processes alive now, and whether this process adopts orphans: an orphan it
+// adopted that is not one of these leaders belongs to the job of one of them.
+std::mutex g_leaders_mu;
+std::set<pid_t> g_leaders;
+bool g_subreaper = false;
+
+// A live (not zombie) process: its id, parent, process group and start time (clock ticks after
+// boot: with the pid, it names the process, even once the pid is reused).
+struct ProcEntry {
+  pid_t pid = 0, ppid = 0, pgrp = 0;
+  unsigned long long start = 0;
+};
+
+std::optional<ProcEntry> read_proc(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return std::nullopt;
+  // "pid (comm) state ppid pgrp … starttime(22nd)": comm may hold spaces and parentheses; it ends
+  // at the last ')'.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(line.substr(close + 1));
+  char state = 0;
+  ProcEntry e;
+  long ppid = 0, pgrp = 0;
+  if (!(rest >> state >> ppid >> pgrp)) return std::nullopt;
+  std::string skip;
+  for (int field = 6; field < 22 && rest >> skip; ++field) {
+  }
+  if (!(rest >> e.start) || state == 'Z' || state == 'X') return std::nullopt;
+  e.pid = pid, e.ppid = pid_t(ppid), e.pgrp = pid_t(pgrp);
+  return e;
+}
+
+std::vector<ProcEntry> list_processes() {
+  std::vector<ProcEntry> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.size() > 9 ||
+        name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    if (auto p = read_proc(pid_t(std::stol(name)))) out.push_back(*p);
+  }
+  return out;
+}
+
+// `leader_known` / `group_known`: whether the leader's pid / its group id still name the job (not
+// once the leader was reaped / the group is gone: the id may be reused).
+std::vector<ProcEntry> job_entries(pid_t leader, bool leader_known = true,
+                                   bool group_known = true) {
+  const std::vector<ProcEntry> all = list_processes();
+  std::set<pid_t> others;
+  bool adopt = false;
+  {
+    std::lock_guard lock(g_leaders_mu);
+    others = g_leaders;
+    adopt = g_subreaper;
+  }
+  others.erase(leader);
+  // Adopted orphans are this job's only when no other job of ours runs.
+  adopt &= others.empty();
+  const pid_t self = ::getpid();
+  std::set<pid_t> family;
+  for (const ProcEntry& p : all)
+    if (p.pid != self && ((leader_known && p.pid == leader) || (group_known && p.pgrp == leader) ||
+                          (adopt && p.ppid == self && !others.count(p.pid))))
+      family.insert(p.pid);
+  // Their descendants, whatever group or session they moved to.
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const ProcEntry& p : all)
+      if (!family.count(p.pid) && family.count(p.ppid) && p.pid != self)
+        grew = family.insert(p.pid).second;
+  }
+  std::vector<ProcEntry> out;
+  for (const ProcEntry& p : all)
+    if (family.count(p.pid)) out.push_back(p);
+  return out;
+}
+
 }  // namespace
+
+std::vector<pid_t> job_processes(pid_t leader) {
+  std::vector<pid_t> out;
+  for (const ProcEntry& p : job_entries(leader)) out.push_back(p.pid);
+  return out;
+}
 
 std::string find_executable(const std::string& name) {
   if (name.empty()) return "";
@@ -65,7 +159,10 @@ std::string find_executable(const std::string& name) {
 }
 
 void adopt_orphans() {
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);  // best effort: without it orphans go to PID 1
+  // Best effort: without it orphans go to PID 1.
+  const bool ok = ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+  std::lock_guard lock(g_leaders_mu);
+  g_subreaper = ok;
 }
 
 std::string signal_name(int sig) {
@@ -127,6 +224,10 @@ Process Process::spawn(const std::vector<std::string>& argv, const Options& opt)
     if (fds[0] >= 0) ::close(fds[0]);
     fail("cannot start '{}': {}", exe, std::strerror(rc));
   }
+  {
+    std::lock_guard lock(g_leaders_mu);
+    g_leaders.insert(pid);
+  }
   Process p;
   p.pid_ = pid;
   p.err_fd_ = fds[0];
@@ -161,6 +262,10 @@ Process& Process::operator=(Process&& o) noexcept {
 
 void Process::reset() {
   if (pid_ > 0) terminate(2.0);
+  if (pid_ > 0) {
+    std::lock_guard lock(g_leaders_mu);
+    g_leaders.erase(pid_);
+  }
   if (err_fd_ >= 0) ::close(err_fd_);
   pid_ = -1;
   err_fd_ = -1;
@@ -205,21 +310,45 @@ bool Process::group_alive() {
 ExitStatus Process::terminate(double grace_s) {
   ExitStatus s;
   if (pid_ <= 0) return s;
-  auto wait_group = [&](double seconds) {
+  // The job: its group, and every process descended from it or adopted by us from it (a launcher
+  // daemon that moved to a session of its own, a rank whose parent died) — each remembered with
+  // its start time, so that a pid reused meanwhile is never signalled.
+  std::map<pid_t, unsigned long long> members;
+  auto still_there = [](pid_t pid, unsigned long long start) {
+    const std::optional<ProcEntry> e = read_proc(pid);
+    return e && e->start == start;
+  };
+  auto signal_all = [&](int sig) {
+    for (const ProcEntry& p : job_entries(pid_, !reaped_, !group_gone_))
+      members.emplace(p.pid, p.start);
+    if (!group_gone_) ::kill(-pid_, sig);
+    for (const auto& [p, start] : members)
+      if (p != pid_ && still_there(p, start)) ::kill(p, sig);
+  };
+  auto any_left = [&] {
+    poll(s);
+    int status = 0;
+    for (const auto& [p, start] : members) ::waitpid(p, &status, WNOHANG);  // ours among them
+    if (!reaped_ || group_alive()) return true;
+    if (!job_entries(pid_, !reaped_, !group_gone_).empty()) return true;
+    for (const auto& [p, start] : members)
+      if (still_there(p, start)) return true;
+    return false;
+  };
+  auto wait_gone = [&](double seconds) {
     const double deadline = now_s() + seconds;
     for (;;) {
-      poll(s);
-      if (reaped_ && !group_alive()) return true;
+      if (!any_left()) return true;
       if (now_s() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   };
-  if (group_alive()) {
-    ::kill(-pid_, SIGTERM);
-    if (!wait_group(grace_s)) {
-      ::kill(-pid_, SIGKILL);
+  if (any_left()) {
+    signal_all(SIGTERM);
+    if (!wait_gone(grace_s)) {
+      signal_all(SIGKILL);
       // Bounded: a member adopted by a PID 1 that never reaps stays a zombie of the group.
-      wait_group(5.0);
+      wait_gone(5.0);
     }
   }
   while (!poll(s)) {  // the leader itself (never a zombie of someone else: it is our child)

@@ -22,6 +22,11 @@ std::string find_executable(const std::string& name);
 // that the ranks a dead launcher leaves behind are still ours to wait for and to see end.
 void adopt_orphans();
 
+// The processes of the job led by `leader`: its process group and every descendant of a member,
+// whichever group or session it moved to; with adopt_orphans on and no other Process alive, also
+// the orphans this process adopted. Read from /proc (Linux); zombies left out.
+std::vector<pid_t> job_processes(pid_t leader);
+
 // How a child ended.
 struct ExitStatus {
   bool signaled = false;
@@ -58,8 +63,10 @@ class Process {
   bool poll(ExitStatus& out);
   // Blocks until the leader ends.
   ExitStatus wait();
-  // Ends the whole group: SIGTERM, up to `grace_s` for every member to go, then SIGKILL. Returns
-  // the leader's status (a leader that had already ended keeps the status poll gave).
+  // Ends the whole job (job_processes: the group and every descendant, a launcher that ignores
+  // SIGTERM or moved to a session of its own included): SIGTERM, up to `grace_s` for every one
+  // to go, then SIGKILL. Returns the leader's status (a leader that had already ended keeps the
+  // status poll gave).
   ExitStatus terminate(double grace_s);
 
   // The stderr pipe's read end (−1 without one), and a non-blocking read of what is there:

@@ -15,12 +15,16 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "core/assert.h"
 #include "io/file.h"
+#include "resilience/elastic.h"
 #include "resilience/faults.h"
+#include "resilience/fence.h"
 #include "resilience/goodput.h"
+#include "resilience/reach.h"
 #include "resilience/subprocess.h"
 #include "resilience/supervise_files.h"
 
@@ -113,16 +117,106 @@ bool wait_a_poll(subprocess::Process& p, ErrTail& tail, double seconds, subproce
   return false;
 }
 
+// Sleeps up to `seconds`, in slices, until a stop signal. False if stopped.
+bool pause(double seconds) {
+  for (const double until = now_s() + seconds; !g_stop && now_s() < until;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return !g_stop;
+}
+
+// What the supervisor knows of the job's hosts, from the heartbeats of every attempt.
+struct Hosts {
+  std::map<std::string, std::vector<std::string>> addrs;  // every host seen: its addresses
+  std::set<std::string> lost;        // left out by an elastic restart: not probed again
+  std::map<std::string, int> ranks;  // ranks per host in the newest attempt with heartbeats
+
+  void learn(const std::map<int, RankState>& seen) {
+    if (seen.empty()) return;
+    ranks.clear();
+    for (const auto& [rank, s] : seen) {
+      ++ranks[s.record.host];
+      if (!s.record.addrs.empty() || !addrs.count(s.record.host))
+        addrs[s.record.host] = s.record.addrs;
+    }
+  }
+  std::vector<HostAddresses> active() const {
+    std::vector<HostAddresses> out;
+    for (const auto& [host, a] : addrs)
+      if (!lost.count(host)) out.push_back({host, a});
+    return out;
+  }
+};
+
+// "zmh3 (10.78.0.13)" for each unreachable host.
+std::vector<std::string> unreachable_list(const std::vector<HostReach>& probes) {
+  std::vector<std::string> out;
+  for (const HostReach& r : probes) {
+    if (r.reachable) continue;
+    std::string a;
+    for (const std::string& x : r.addrs) a += (a.empty() ? "" : ", ") + x;
+    out.push_back(fmt::format("{} ({})", r.host, a));
+  }
+  return out;
+}
+
+// Probes every host the job runs on (none known: nothing to probe).
+std::vector<HostReach> probe(const SuperviseOptions& opt, const Hosts& hosts) {
+  const std::vector<HostAddresses> list = hosts.active();
+  if (list.empty()) return {};
+  return probe_hosts(list, opt.probe_port, opt.probe_timeout_s);
+}
+
+// The fencing watchdog's period on the ranks (fence::start_watchdog's default): a rank alive
+// after a tear-down advances its heartbeat's beat at least once in three of them.
+constexpr double kBeatPeriod = 0.5;
+
 // One attempt: launched, watched until it ends, ended. Fills the record (events included).
 struct Attempt {
   const SuperviseOptions& opt;
   const std::string& dir;
+  Hosts& hosts;
   AttemptRecord rec;
   bool any_step = false;
+
+  // After the tear-down: the attempt's ranks whose heartbeat still beats (alive on a host the
+  // supervisor could not signal); they are fenced (DIR/attempt says this attempt ended). Waits up
+  // to the grace period for them to go and says which did not.
+  void check_left_running(int n) {
+    std::map<int, HeartbeatRecord> before;
+    for (const HeartbeatRecord& r : read_heartbeats(dir))
+      if (r.attempt == n && r.beat > 0 && r.section != heartbeat::Section::Done) before[r.rank] = r;
+    if (before.empty() || !pause(3 * kBeatPeriod)) return;
+    auto beating = [&](std::map<int, HeartbeatRecord>& last) {
+      std::map<int, HeartbeatRecord> alive;
+      for (const HeartbeatRecord& r : read_heartbeats(dir))
+        if (auto it = last.find(r.rank);
+            it != last.end() && r.attempt == n && r.beat != it->second.beat)
+          alive[r.rank] = r;
+      last = alive;
+      return alive;
+    };
+    std::map<int, HeartbeatRecord> alive = beating(before);
+    for (const auto& [rank, r] : alive)
+      rec.left_running.push_back(fmt::format("rank {} on host {} (pid {})", rank, r.host, r.pid));
+    if (alive.empty()) return;
+    std::string list;
+    for (const std::string& l : rec.left_running) list += (list.empty() ? "" : ", ") + l;
+    say("after the tear-down still running: {}; fenced ({}/attempt says attempt {} ended)", list,
+        dir, n);
+    for (const double until = now_s() + std::max(opt.grace_s, 3 * kBeatPeriod);
+         !alive.empty() && now_s() < until && pause(3 * kBeatPeriod);)
+      alive = beating(alive);
+    std::string left;
+    for (const auto& [rank, r] : alive)
+      left += fmt::format("{}rank {} on host {} (pid {})", left.empty() ? "" : ", ", rank, r.host,
+                          r.pid);
+    if (!left.empty()) say("still running after the fence: {} (does its host see {}?)", left, dir);
+  }
 
   void run(int n, const std::vector<std::string>& argv) {
     rec.attempt = n;
     remove_attempt_files(dir);
+    fence::write_attempt(dir, n, /*ended=*/false);
     subprocess::Options so;
     so.env = {{"ZAYA_SUPERVISE_DIR", dir}, {"ZAYA_SUPERVISE_ATTEMPT", std::to_string(n)}};
     so.pipe_stderr = true;
@@ -175,6 +269,13 @@ struct Attempt {
         all.push_back(it != ranks.end() ? it->second : missing);
       }
       if (HangVerdict v = detect_hang(all, now, opt.timeouts); v.hung) {
+        // Every rank waits at one point: the fault may be a host the network lost.
+        if (v.same_point && all.size() > 1) {
+          hosts.learn(ranks);
+          const std::vector<HostReach> probes = probe(opt, hosts);
+          rec.unreachable_hosts = unreachable_list(probes);
+          if (!rec.unreachable_hosts.empty()) v.message += "; " + describe_unreachable(probes);
+        }
         say("hang: {}", v.message);
         rec.cause = "hang: " + v.message;
         double silence = 0;
@@ -187,6 +288,18 @@ struct Attempt {
     }
     tail.take(p);
     rec.end_s = now_s();
+    fence::write_attempt(dir, n, /*ended=*/true);
+    hosts.learn(ranks);
+    for (const auto& [host, count] : hosts.ranks) rec.hosts.push_back(host);
+    if (rec.end == AttemptEnd::Crashed || rec.end == AttemptEnd::Hung) {
+      check_left_running(n);
+      // Before a restart: is every host still there?
+      if (rec.unreachable_hosts.empty() && !g_stop) {
+        const std::vector<HostReach> probes = probe(opt, hosts);
+        rec.unreachable_hosts = unreachable_list(probes);
+        if (!rec.unreachable_hosts.empty()) say("{}", describe_unreachable(probes));
+      }
+    }
     rec.exit = subprocess::describe(st);
     rec.events = parse_events(read_text(dir + "/events.jsonl"));
     for (const auto& it : rec.events.items) any_step |= !it.rollback && !it.skipped;
@@ -196,6 +309,8 @@ struct Attempt {
         why += (why.empty() ? "" : "; ") + fmt::format("rank {}: {}", rank, msg);
       if (why.empty()) why = tail.reason();
       rec.cause = why.empty() ? rec.exit : rec.exit + ": " + why;
+      for (const std::string& h : rec.unreachable_hosts)
+        rec.cause += fmt::format("; host {} unreachable", h);
       say("attempt {} failed after {:.1f} s: {}", n, rec.end_s - rec.launch_s, rec.cause);
     } else if (rec.end == AttemptEnd::Completed) {
       say("attempt {} completed in {:.1f} s", n, rec.end_s - rec.launch_s);
@@ -313,14 +428,23 @@ int supervise(const SuperviseOptions& opt) {
   GoodputInput in;
   in.start_s = now_s();
   std::string error;  // why the supervisor gives up ("" when the job completed or it was stopped)
-  std::vector<std::string> argv = opt.launcher;
-  argv.insert(argv.end(), opt.command.begin(), opt.command.end());
-  int no_progress = 0;
+  std::vector<std::string> launcher = opt.launcher;  // an elastic restart rewrites it
+  auto job_argv = [&] {
+    std::vector<std::string> argv = launcher;
+    argv.insert(argv.end(), opt.command.begin(), opt.command.end());
+    return argv;
+  };
+  // Attempt numbers go on from those of a supervisor that ran in this directory before, so that
+  // its ranks, if any are left, are fenced by the first attempt of this one.
+  const int first = fence::recorded_attempt(read_text(dir + "/attempt")) + 1;
+  Hosts hosts;
+  int no_progress = 0, counted = 0;  // failures in a row without a step; failures that count
+  double host_waited = 0;            // seconds waited for unreachable hosts, in all
   std::optional<JobOutcome> outcome;
   if (opt.preflight && !run_preflight(opt)) outcome = JobOutcome::Stopped;
-  for (int n = 1; !outcome; ++n) {
-    Attempt a{opt, dir, {}};
-    a.run(n, argv);
+  for (int n = first; !outcome; ++n) {
+    Attempt a{opt, dir, hosts, {}};
+    a.run(n, job_argv());
     in.attempts.push_back(a.rec);
     const AttemptRecord& rec = in.attempts.back();
     if (rec.end == AttemptEnd::Completed) {
@@ -331,27 +455,86 @@ int supervise(const SuperviseOptions& opt) {
       outcome = JobOutcome::Stopped;
       break;
     }
-    no_progress = a.any_step ? 0 : no_progress + 1;
-    if (no_progress >= opt.max_no_progress) {
-      outcome = JobOutcome::NoProgress;
-      error =
-          fmt::format("the job fails before its first step every time ({} attempts in a row): {}",
-                      no_progress, rec.cause);
-      break;
+    // A failure with a host the network lost is the host's, not the job's: it spends no restart
+    // (until --host-wait is used up).
+    const bool host_fault = !rec.unreachable_hosts.empty() && host_waited < opt.host_wait_s;
+    if (!host_fault) {
+      ++counted;
+      no_progress = a.any_step ? 0 : no_progress + 1;
+      if (no_progress >= opt.max_no_progress) {
+        outcome = JobOutcome::NoProgress;
+        error =
+            fmt::format("the job fails before its first step every time ({} attempts in a row): {}",
+                        no_progress, rec.cause);
+        break;
+      }
+      if (counted > opt.max_restarts) {
+        outcome = JobOutcome::RestartsSpent;
+        error =
+            fmt::format("the job failed {} time(s), restarts spent (--max-restarts {}); last: {}",
+                        counted, opt.max_restarts, rec.cause);
+        break;
+      }
+      say("restart {} of {} in {:.1f} s", counted, opt.max_restarts, opt.restart_delay_s);
+      if (!pause(opt.restart_delay_s)) outcome = JobOutcome::Stopped;
+      continue;
     }
-    if (n > opt.max_restarts) {
-      outcome = JobOutcome::RestartsSpent;
-      error = fmt::format("the job failed {} time(s), restarts spent (--max-restarts {}); last: {}",
-                          n, opt.max_restarts, rec.cause);
-      break;
+    // The hosts that answer, and those that do not.
+    std::vector<HostAddresses> lost, left;
+    {
+      std::set<std::string> gone;
+      for (const std::string& h : rec.unreachable_hosts) gone.insert(h.substr(0, h.find(' ')));
+      for (const HostAddresses& h : hosts.active()) (gone.count(h.host) ? lost : left).push_back(h);
     }
-    say("restart {} of {} in {:.1f} s", n, opt.max_restarts, opt.restart_delay_s);
-    for (const double until = now_s() + opt.restart_delay_s; !g_stop && now_s() < until;)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (g_stop) {
-      outcome = JobOutcome::Stopped;
-      break;
+    if (opt.min_hosts > 0) {
+      std::string why_not;
+      if (int(left.size()) < opt.min_hosts) {
+        why_not =
+            fmt::format("{} host(s) answer, fewer than --min-hosts {}", left.size(), opt.min_hosts);
+      } else {
+        int lost_ranks = 0;
+        for (const HostAddresses& h : lost) {
+          const auto it = hosts.ranks.find(h.host);
+          lost_ranks = it == hosts.ranks.end() || lost_ranks < 0 ? -1 : lost_ranks + it->second;
+        }
+        const std::string hostfile = fmt::format("{}/hostfile.attempt{}", dir, n + 1);
+        const ShrunkLauncher shrunk =
+            shrink_launcher(launcher, lost, lost_ranks, int(left.size()), hostfile);
+        why_not = shrunk.why_not;
+        if (shrunk.launcher.size()) {
+          if (!shrunk.hostfile_text.empty()) write_file(hostfile, shrunk.hostfile_text);
+          launcher = shrunk.launcher;
+          std::string names;
+          for (const HostAddresses& h : left) names += (names.empty() ? "" : ", ") + h.host;
+          for (const HostAddresses& h : lost) hosts.lost.insert(h.host);
+          say("elastic restart on the {} host(s) that answer ({}): {}", left.size(), names,
+              join(job_argv()));
+          if (!pause(opt.restart_delay_s)) outcome = JobOutcome::Stopped;
+          continue;
+        }
+      }
+      say("no elastic restart: {}", why_not);
     }
+    // Wait for the lost hosts, with back-off, before relaunching into them.
+    std::string what = describe_unreachable(probe(opt, hosts));
+    for (double delay = 1; !what.empty();) {
+      if (host_waited >= opt.host_wait_s) {
+        say("still unreachable after {:.0f} s of waiting (--host-wait {:.0f}): relaunching; from "
+            "now on failures count against --max-restarts",
+            host_waited, opt.host_wait_s);
+        break;
+      }
+      const double d = std::min({delay, 30.0, opt.host_wait_s - host_waited});
+      say("{}: waiting {:.1f} s before relaunching (back-off; {:.0f} of {:.0f} s of --host-wait "
+          "used; no restart spent)",
+          what, d, host_waited, opt.host_wait_s);
+      if (!pause(d)) break;
+      host_waited += d;
+      delay *= 2;
+      what = describe_unreachable(probe(opt, hosts));
+      if (what.empty()) say("every host answers again: relaunching");
+    }
+    if (g_stop || !pause(opt.restart_delay_s)) outcome = JobOutcome::Stopped;
   }
   in.outcome = *outcome;
   in.faults = parse_faults_fired(read_text(dir + "/faults_fired.txt"));

@@ -30,6 +30,7 @@
 #include "ops/precision.h"
 #include "perf/mfu.h"
 #include "resilience/faults.h"
+#include "resilience/fence.h"
 #include "resilience/run_events.h"
 #include "train/balance.h"
 #include "train/metrics_log.h"
@@ -162,6 +163,7 @@ void Trainer::Impl::setup() {
     log_info("train: GEMM table {}: {} tuned GEMMs", cfg.gemm_table,
              gpu::load_gemm_table(cfg.gemm_table));
   heartbeat::start(rank, world);
+  fence::start_watchdog();  // a rank of an attempt the supervisor has ended exits (fence.h)
   faults::install(rank);
   events.open(rank);
   if (!cfg.checkpoint_dir.empty() && rank == 0) remove_stale_checkpoint_temps(cfg.checkpoint_dir);
