@@ -84,8 +84,11 @@ struct Trainer::Impl {
   std::unique_ptr<Optimizer> optim;
   Schedule schedule;
   // A row is a window of seq_len + 1 tokens: the model reads its first T = seq_len and predicts
-  // the T after its first, so a step has global_rows · T scored (and routed) tokens.
-  const int64_t T, B, global_rows;
+  // the T after its first, so a step has global_rows · T scored (and routed) tokens. B and accum
+  // are train.micro_batch and train.grad_accum unless a resume on another number of ranks keeps
+  // the checkpoint's global batch (keep_global_batch).
+  const int64_t T;
+  int64_t B, accum, global_rows;
   std::optional<TokenLoader> train_data;
   bool has_val = false;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -134,6 +137,7 @@ struct Trainer::Impl {
         world(group.size()),
         T(c.seq_len),
         B(c.micro_batch),
+        accum(c.grad_accum),
         global_rows(c.micro_batch * c.grad_accum * group.size()) {}
 
   const ZayaConfig& config() const { return model->config(); }
@@ -142,6 +146,7 @@ struct Trainer::Impl {
   void open_tokenizer();
   void make_model_files();
   void resume_from(const std::string& dir);
+  void keep_global_batch(int64_t rows, int saved_world);
   void log_setup();
   double validation_loss();
   void print_sample(int64_t step);
@@ -241,9 +246,9 @@ void Trainer::Impl::setup() {
   if (device == Device::Gpu)
     log_info("train: tokens go through {} {} host slots, copied asynchronously", staging->slots(),
              staging->pinned() ? "page-locked" : "pageable (pin_host refused)");
-  loss_sums = Buffer(size_t(cfg.grad_accum) * sizeof(double), device);
-  loss_sums_host.assign(size_t(cfg.grad_accum), 0.0);
-  scored.assign(size_t(cfg.grad_accum), 0);
+  loss_sums = Buffer(size_t(accum) * sizeof(double), device);
+  loss_sums_host.assign(size_t(accum), 0.0);
+  scored.assign(size_t(accum), 0);
   RoutingCounts shape(config());
   time_slots = kCounts + shape.flat().size();
   agreed.assign(time_slots + size_t(world), 0.0);
@@ -404,11 +409,46 @@ void Trainer::Impl::resume_from(const std::string& dir) {
         changed);
   if (saved.world_size != world)
     log_info("train: optimizer state resharded from {} to {} ranks", saved.world_size, world);
-  if (saved.global_batch_rows != 0 && saved.global_batch_rows != global_rows)
+  // The same batch keys on another number of ranks (a restart on the hosts left): the same
+  // global batch, so that the run goes on as it would have.
+  const auto same_key = [&](const char* key) {
+    return saved.config.is_object() && saved.config.contains(key) &&
+           saved.config.at(key) == state.config.at(key);
+  };
+  if (saved.global_batch_rows != 0 && saved.global_batch_rows != global_rows &&
+      saved.world_size != world && same_key("train.micro_batch") && same_key("train.grad_accum"))
+    keep_global_batch(saved.global_batch_rows, saved.world_size);
+  else if (saved.global_batch_rows != 0 && saved.global_batch_rows != global_rows)
     log_info(
         "warning: the checkpoint was trained with {} rows per step, this run uses {} "
         "(micro_batch × grad_accum × ranks); the run continues from the same data position",
         saved.global_batch_rows, global_rows);
+}
+
+// A checkpoint of `rows` rows per step on `saved_world` ranks, resumed on `world` ranks with the
+// same train.micro_batch and train.grad_accum: each rank takes rows / world of every global batch,
+// in micro-batches of train.micro_batch rows when they divide it (grad_accum grows or shrinks),
+// else of the largest row count below that does. The rows of a step stay the same, so its loss is
+// that of the uninterrupted run up to the summation order (docs/zero1.md).
+void Trainer::Impl::keep_global_batch(int64_t rows, int saved_world) {
+  if (rows % world != 0)
+    fail(
+        "the checkpoint was trained with a global batch of {} rows on {} ranks, which {} ranks "
+        "cannot share evenly (micro_batch × grad_accum × ranks); run on a number of ranks that "
+        "divides {}, or change {} or {} to choose a new global batch",
+        rows, saved_world, world, rows, key_source(cfg, "train.micro_batch"),
+        key_source(cfg, "train.grad_accum"));
+  const int64_t per_rank = rows / world;
+  int64_t b = std::min<int64_t>(cfg.micro_batch, per_rank);
+  while (per_rank % b != 0) --b;
+  B = b;
+  accum = per_rank / b;
+  global_rows = rows;
+  state.global_batch_rows = rows;
+  log_info(
+      "train: {} ranks instead of the checkpoint's {}: the global batch stays {} rows = {} × {} "
+      "micro-batches × {} ranks",
+      world, saved_world, rows, B, accum, world);
 }
 
 void Trainer::Impl::log_setup() {
@@ -426,8 +466,8 @@ void Trainer::Impl::log_setup() {
   log_info(
       "train: {} rank(s) ({}), global batch {} rows = {} × {} micro-batches × {} ranks; "
       "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); {}",
-      world, enum_word(group.backend()), global_rows, B, cfg.grad_accum, world,
-      state_max / (1 << 20), state_total / (1 << 20), state_max / state_total, sharding);
+      world, enum_word(group.backend()), global_rows, B, accum, world, state_max / (1 << 20),
+      state_total / (1 << 20), state_max / state_total, sharding);
 }
 
 // Collective: the mean over eval_batches global batches, split over the ranks like training.
@@ -498,7 +538,7 @@ StepResult Trainer::Impl::train_step() {
   // slots, the loss sums and routing counts stay there until after it. (The model still waits
   // inside: each MoE layer's forward reads its expert offsets back; so the host runs
   // ahead of the device by at most about one layer.)
-  for (int64_t micro = 0; micro < cfg.grad_accum; ++micro) {
+  for (int64_t micro = 0; micro < accum; ++micro) {
     heartbeat::enter(Section::Data);
     const TokenStaging::Slot slot = staging->next();
     train_data->next_batch(slot.inputs, slot.targets, B);
@@ -517,18 +557,18 @@ StepResult Trainer::Impl::train_step() {
     counts->add(config(), *acts);
     // The last micro-batch's backward starts the ZeRO-1 buckets' reduce-scatters as it finishes
     // their layers (Optimizer::gradients_ready).
-    const bool last = micro + 1 == cfg.grad_accum;
+    const bool last = micro + 1 == accum;
     model_backward(
         m, *acts, grad_scale,
         last ? LayerDone([&](int64_t layer) { optim->gradients_ready(m, layer); }) : LayerDone());
   }
   // The loss sums and routing counts of the step, read once.
-  device_copy(Tensor(loss_sums_host.data(), {cfg.grad_accum}),
-              Tensor(static_cast<double*>(loss_sums.data()), {cfg.grad_accum}).on(device));
+  device_copy(Tensor(loss_sums_host.data(), {accum}),
+              Tensor(static_cast<double*>(loss_sums.data()), {accum}).on(device));
   counts->to_host();
   double loss = 0;  // the micro-batches' means, averaged
   for (size_t k = 0; k < scored.size(); ++k)
-    loss += (scored[k] ? loss_sums_host[k] / double(scored[k]) : 0.0) / double(cfg.grad_accum);
+    loss += (scored[k] ? loss_sums_host[k] / double(scored[k]) : 0.0) / double(accum);
   const double norm = optim->reduce_gradients(m);  // same on every rank
   loss = faults::apply_loss_fault(state.step + 1, loss);
   // One all-reduce agrees on the loss (mean over ranks), whether any rank's loss is non-finite,

@@ -1,9 +1,11 @@
 // resilience/subprocess.h: PATH lookup, exit codes and signals, the environment a child gets, its
 // own process group (a grandchild is ended with it), SIGTERM → grace → SIGKILL for a child that
-// ignores SIGTERM, the stderr pipe. Each child lives a second or less.
+// ignores SIGTERM, a descendant in a session of its own and an adopted orphan ended with the job,
+// the stderr pipe. Each child lives a second or less.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -113,4 +115,64 @@ TEST(Subprocess, StderrPipeCarriesBothStreamsWhenAsked) {
   }
   EXPECT_NE(text.find("out\n"), std::string::npos) << text;
   EXPECT_NE(text.find("err\n"), std::string::npos) << text;
+}
+
+namespace {
+
+// A process that is gone: no such pid, or a zombie (its parent has not reaped it yet).
+bool gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+pid_t read_pid(const std::string& path) {
+  pid_t pid = 0;
+  for (int i = 0; i < 300 && pid == 0; ++i) {
+    std::ifstream(path) >> pid;
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pid;
+}
+
+}  // namespace
+
+TEST(Subprocess, DescendantInASessionOfItsOwnIgnoringSigtermIsEnded) {
+  const test::ScratchDir dir;
+  // A launcher whose daemon left the job's process group (setsid) and ignores SIGTERM (as mpirun's
+  // does when a peer is unreachable): a group signal does not reach it, the descendant walk does.
+  Process p = Process::spawn(
+      {"sh", "-c",
+       "setsid sh -c 'trap \"\" TERM; echo $$ > " + (dir / "pid") + "; exec sleep 30' & wait"});
+  const pid_t daemon = read_pid(dir / "pid");
+  ASSERT_GT(daemon, 0);
+  EXPECT_NE(::getpgid(daemon), p.pid());
+  const std::vector<pid_t> job = job_processes(p.pid());
+  EXPECT_NE(std::find(job.begin(), job.end(), daemon), job.end());
+  const auto t0 = std::chrono::steady_clock::now();
+  p.terminate(0.3);
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.3);
+  for (int i = 0; i < 300 && !gone(daemon); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(gone(daemon)) << "pid " << daemon << " outlived its job";
+}
+
+TEST(Subprocess, OrphanAdoptedFromAJobThatEndedIsEndedWithIt) {
+  const test::ScratchDir dir;
+  adopt_orphans();  // from here on this test process reaps the orphans of its children
+  // The leader exits at once; its child, in a session of its own and deaf to SIGTERM, is adopted.
+  Process p = Process::spawn(
+      {"sh", "-c",
+       "setsid sh -c 'trap \"\" TERM; echo $$ > " + (dir / "pid") + "; exec sleep 30' &"});
+  const pid_t orphan = read_pid(dir / "pid");
+  ASSERT_GT(orphan, 0);
+  ExitStatus st;
+  for (int i = 0; i < 300 && !p.poll(st); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_FALSE(p.running());
+  p.terminate(0.2);
+  EXPECT_TRUE(gone(orphan)) << "pid " << orphan << " outlived its job";
 }
