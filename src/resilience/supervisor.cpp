@@ -178,13 +178,19 @@ struct Attempt {
   AttemptRecord rec;
   bool any_step = false;
 
-  // After the tear-down: the attempt's ranks whose heartbeat still beats (alive on a host the
-  // supervisor could not signal); they are fenced (DIR/attempt says this attempt ended). Waits up
-  // to the grace period for them to go and says which did not.
-  void check_left_running(int n) {
-    std::map<int, HeartbeatRecord> before;
+  // The attempt's ranks whose watchdog beats (its heartbeat's `beat`), as they are now.
+  std::map<int, HeartbeatRecord> beats_now(int n) const {
+    std::map<int, HeartbeatRecord> out;
     for (const HeartbeatRecord& r : read_heartbeats(dir))
-      if (r.attempt == n && r.beat > 0 && r.section != heartbeat::Section::Done) before[r.rank] = r;
+      if (r.attempt == n && r.beat > 0 && r.section != heartbeat::Section::Done) out[r.rank] = r;
+    return out;
+  }
+
+  // After the tear-down: the attempt's ranks whose heartbeat still beats since `before` (taken as
+  // the tear-down ended, before DIR/attempt said the attempt ended): alive on a host the
+  // supervisor could not signal. A fenced rank's watchdog beats once more, then exits. Waits up
+  // to the grace period for them to go and says which did not.
+  void check_left_running(int n, std::map<int, HeartbeatRecord> before) {
     if (before.empty() || !pause(3 * kBeatPeriod)) return;
     auto beating = [&](std::map<int, HeartbeatRecord>& last) {
       std::map<int, HeartbeatRecord> alive;
@@ -288,11 +294,12 @@ struct Attempt {
     }
     tail.take(p);
     rec.end_s = now_s();
+    std::map<int, HeartbeatRecord> beats = beats_now(n);
     fence::write_attempt(dir, n, /*ended=*/true);
     hosts.learn(ranks);
     for (const auto& [host, count] : hosts.ranks) rec.hosts.push_back(host);
     if (rec.end == AttemptEnd::Crashed || rec.end == AttemptEnd::Hung) {
-      check_left_running(n);
+      check_left_running(n, std::move(beats));
       // Before a restart: is every host still there?
       if (rec.unreachable_hosts.empty() && !g_stop) {
         const std::vector<HostReach> probes = probe(opt, hosts);
@@ -455,30 +462,6 @@ int supervise(const SuperviseOptions& opt) {
       outcome = JobOutcome::Stopped;
       break;
     }
-    // A failure with a host the network lost is the host's, not the job's: it spends no restart
-    // (until --host-wait is used up).
-    const bool host_fault = !rec.unreachable_hosts.empty() && host_waited < opt.host_wait_s;
-    if (!host_fault) {
-      ++counted;
-      no_progress = a.any_step ? 0 : no_progress + 1;
-      if (no_progress >= opt.max_no_progress) {
-        outcome = JobOutcome::NoProgress;
-        error =
-            fmt::format("the job fails before its first step every time ({} attempts in a row): {}",
-                        no_progress, rec.cause);
-        break;
-      }
-      if (counted > opt.max_restarts) {
-        outcome = JobOutcome::RestartsSpent;
-        error =
-            fmt::format("the job failed {} time(s), restarts spent (--max-restarts {}); last: {}",
-                        counted, opt.max_restarts, rec.cause);
-        break;
-      }
-      say("restart {} of {} in {:.1f} s", counted, opt.max_restarts, opt.restart_delay_s);
-      if (!pause(opt.restart_delay_s)) outcome = JobOutcome::Stopped;
-      continue;
-    }
     // The hosts that answer, and those that do not.
     std::vector<HostAddresses> lost, left;
     {
@@ -486,7 +469,7 @@ int supervise(const SuperviseOptions& opt) {
       for (const std::string& h : rec.unreachable_hosts) gone.insert(h.substr(0, h.find(' ')));
       for (const HostAddresses& h : hosts.active()) (gone.count(h.host) ? lost : left).push_back(h);
     }
-    if (opt.min_hosts > 0) {
+    if (opt.min_hosts > 0 && !rec.unreachable_hosts.empty()) {
       std::string why_not;
       if (int(left.size()) < opt.min_hosts) {
         why_not =
@@ -514,6 +497,30 @@ int supervise(const SuperviseOptions& opt) {
         }
       }
       say("no elastic restart: {}", why_not);
+    }
+    // A failure with a host the network lost is the host's, not the job's: it spends no restart
+    // (until --host-wait is used up).
+    const bool host_fault = !rec.unreachable_hosts.empty() && host_waited < opt.host_wait_s;
+    if (!host_fault) {
+      ++counted;
+      no_progress = a.any_step ? 0 : no_progress + 1;
+      if (no_progress >= opt.max_no_progress) {
+        outcome = JobOutcome::NoProgress;
+        error =
+            fmt::format("the job fails before its first step every time ({} attempts in a row): {}",
+                        no_progress, rec.cause);
+        break;
+      }
+      if (counted > opt.max_restarts) {
+        outcome = JobOutcome::RestartsSpent;
+        error =
+            fmt::format("the job failed {} time(s), restarts spent (--max-restarts {}); last: {}",
+                        counted, opt.max_restarts, rec.cause);
+        break;
+      }
+      say("restart {} of {} in {:.1f} s", counted, opt.max_restarts, opt.restart_delay_s);
+      if (!pause(opt.restart_delay_s)) outcome = JobOutcome::Stopped;
+      continue;
     }
     // Wait for the lost hosts, with back-off, before relaunching into them.
     std::string what = describe_unreachable(probe(opt, hosts));

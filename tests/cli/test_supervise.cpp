@@ -3,7 +3,11 @@
 // bad input (fault spec, missing launcher / job, bad flags), a job that fails at setup every time
 // (stops after 3 attempts, with the cause), --max-restarts 0, a crash with the rank's message, a
 // hang named by rank / host / section, a clean run whose goodput.json adds up, a preflight that
-// fails, and SIGINT (exit 130 with the report). Every job here lasts a few seconds at most.
+// fails, and SIGINT (exit 130 with the report); across hosts: DIR/attempt (numbering on from a
+// supervisor before), a rank left running after the tear-down named and fenced, an unreachable
+// host (a blackholed local port, tests/resilience/blackhole.h) named and waited for without
+// spending a restart, and an elastic restart through a stand-in srun. Every job here lasts a few
+// seconds at most.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,7 +17,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "cli_util.h"
+#include "resilience/blackhole.h"
 #include "test_util.h"
 
 using namespace zaya::test;
@@ -265,4 +272,138 @@ TEST(SuperviseCli, SigintStopsTheJobAndWritesTheReport) {
   EXPECT_EQ(rep["outcome"], "stopped");
   EXPECT_EQ(rep["steps_kept"], 3);
   expect_adds_up(rep);
+}
+
+TEST(SuperviseCli, AttemptFileNamesEachAttemptAndItsEnd) {
+  Supervised s;
+  // Each attempt records what DIR/attempt says while it runs.
+  const std::string job = s.script("job.sh", R"(
+cat "$D/attempt" >> ")" + (s.tmp / "seen") + R"("
+if [ "$A" = 5 ]; then steps 0 2; exit 3; fi
+steps 2 4; exit 0)");
+  fs::create_directories(s.tmp / "run");
+  // A supervisor ran in this directory before: its attempts went up to 4.
+  std::ofstream(s.tmp / "run/attempt") << "4 ended\n";
+  const CliResult r = s.run("", job);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_contains(r.err, "supervise: attempt 5 started");
+  EXPECT_EQ(slurp(s.tmp / "seen"), "5 running\n6 running\n");
+  EXPECT_EQ(slurp(s.tmp / "run/attempt"), "6 ended\n");
+  EXPECT_EQ(s.report()["attempts"][1]["attempt"], 6);
+}
+
+TEST(SuperviseCli, RankLeftRunningAfterTheTearDownIsNamedAndFenced) {
+  Supervised s;
+  // Rank 1 "on another host": started by the test, not by the supervisor, so no signal of the
+  // supervisor reaches it. It follows the contract: it beats in its heartbeat and exits (75)
+  // once DIR/attempt fences attempt 1 (a beat, then a look at the file, as the watchdog does).
+  const std::string d = s.tmp / "run";
+  const std::string far = s.script("far.sh", R"SH(
+D=)SH" + d + R"SH(; mkdir -p "$D"; echo $$ > )SH" +
+                                                 (s.tmp / "far.pid") + R"SH(
+for i in $(seq 300); do
+  [ -e "$D/attempt" ] && printf '{"attempt":1,"rank":1,"world":2,"host":"far","pid":%d,"seq":1,"beat":%d,"step":2,"last_step":1,"section":"collective","detail":"all_reduce","collectives":3,"max_step_s":0.01,"time":0}\n' $$ $i > "$D/heartbeat_rank00001.json"
+  case "$(cat "$D/attempt" 2>/dev/null)" in "1 ended"|[2-9]*) echo fenced > )SH" +
+                                                 (s.tmp / "far.out") + R"SH(; exit 75;; esac
+  sleep 0.1
+done; exit 0)SH");
+  ASSERT_EQ(std::system((far + " >/dev/null 2>&1 &").c_str()), 0);
+  const std::string job = s.script("job.sh", R"(
+export WORLD=2
+if [ "$A" = 1 ]; then hb 0 2 2 1 collective all_reduce 3; steps 0 1; sleep 0.5; exit 3; fi
+steps 1 3; exit 0)");
+  const CliResult r = s.run("--grace 2", job);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_contains(r.err, "supervise: after the tear-down still running: rank 1 on host far (pid ");
+  expect_contains(r.err, "fenced (" + d + "/attempt says attempt 1 ended)");
+  EXPECT_EQ(r.err.find("still running after the fence"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(s.tmp / "far.out"), "fenced\n");
+  const auto left = s.report()["attempts"][0]["left_running"];
+  ASSERT_EQ(left.size(), 1u) << s.report().dump(2);
+  EXPECT_EQ(left[0].get<std::string>().rfind("rank 1 on host far (pid ", 0), 0u);
+  pid_t pid = 0;
+  std::ifstream(s.tmp / "far.pid") >> pid;
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 100 && ::kill(pid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
+namespace {
+
+// Two ranks stuck in one collective; rank 1's host ("lost", on 127.0.0.1) does not answer the
+// probe's port (a blackhole) while rank 0's ("good", 127.0.0.2: loopback, refused) does.
+const char* kStuckAtOnePoint = R"(
+export WORLD=2
+hbh() { printf '{"attempt":%d,"rank":%d,"world":%d,"host":"%s","addrs":["%s"],"pid":%d,"seq":%d,"step":3,"last_step":2,"section":"collective","detail":"all_reduce","collectives":7,"max_step_s":0.01,"time":0}\n' "$A" "$1" "$WORLD" "$2" "$3" $$ "$4" > "$D/heartbeat_rank0000$1.json"; }
+)";
+
+}  // namespace
+
+TEST(SuperviseCli, UnreachableHostIsNamedAndWaitedForWithoutSpendingARestart) {
+  Supervised s;
+  Blackhole lost;
+  const std::string job = s.script("job.sh", std::string(kStuckAtOnePoint) + R"(
+if [ "$A" = 1 ]; then hbh 0 good 127.0.0.2 1; hbh 1 lost 127.0.0.1 1; steps 0 2; sleep 60; fi
+steps 2 4; exit 0)");
+  // The lost host comes back once the supervisor waits for it.
+  std::thread back([&] {
+    for (int i = 0;
+         i < 1500 && slurp(s.tmp / "err").find("before relaunching") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    lost.open_up();
+  });
+  const CliResult r = s.run(
+      fmt::format("--max-restarts 0 --timeout step=1 --grace 1 --host-wait 20 --probe-port {} "
+                  "--probe-timeout 0.5",
+                  lost.port()),
+      job);
+  back.join();
+  ASSERT_EQ(r.code, 0) << r.err;  // the host's failure spent no restart of the 0 allowed
+  expect_contains(r.err,
+                  "every rank is at the same point: the fault is inside the collective (or the "
+                  "network); host lost (127.0.0.1) unreachable");
+  expect_contains(r.err, "host lost (127.0.0.1) unreachable: waiting 1.0 s before relaunching");
+  expect_contains(r.err, "supervise: every host answers again: relaunching");
+  const auto rep = s.report();
+  EXPECT_EQ(rep["unreachable_hosts"], nlohmann::json::array({"lost (127.0.0.1)"}));
+  EXPECT_EQ(rep["failures"][0]["unreachable_hosts"], rep["unreachable_hosts"]);
+  EXPECT_EQ(rep["attempts"][0]["hosts"], nlohmann::json::array({"good", "lost"}));
+  expect_adds_up(rep);
+}
+
+TEST(SuperviseCli, ElasticRestartOnTheHostsThatAnswer) {
+  Supervised s;
+  Blackhole lost;
+  // A stand-in srun: it records its words and runs the job (its last word).
+  fs::create_directories(s.tmp / "bin");
+  const std::string srun = s.tmp / "bin/srun";
+  std::ofstream(srun) << "#!/bin/bash\necho \"${@:1:$#-1}\" >> " << (s.tmp / "calls")
+                      << "\nexec \"${@: -1}\"\n";
+  ::chmod(srun.c_str(), 0755);
+  const std::string job = s.script("job.sh", std::string(kStuckAtOnePoint) + R"(
+if [ "$A" = 1 ]; then hbh 0 good 127.0.0.2 1; hbh 1 lost 127.0.0.1 1; steps 0 2; sleep 60; fi
+steps 2 4; exit 0)");
+  const CliResult r = s.run(fmt::format("--launcher '{} -N2 -n 2 --mpi=pmix' --min-hosts 1 "
+                                        "--max-restarts 0 --timeout step=1 --grace 1 "
+                                        "--probe-port {} --probe-timeout 0.5",
+                                        srun, lost.port()),
+                            job);
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_contains(r.err, "supervise: elastic restart on the 1 host(s) that answer (good): " + srun +
+                             " --exclude=lost -N1 -n 1 --mpi=pmix " + job);
+  EXPECT_EQ(slurp(s.tmp / "calls"), "-N2 -n 2 --mpi=pmix\n--exclude=lost -N1 -n 1 --mpi=pmix\n");
+  EXPECT_EQ(r.err.find("before relaunching"), std::string::npos) << r.err;  // no waiting
+  // Too few hosts answer for --min-hosts 2: it waits for the lost one instead (then gives up the
+  // wait at once with --host-wait 0, and the failure counts).
+  Supervised t;
+  const CliResult w = t.run(fmt::format("--launcher '{} -N2 -n 2' --min-hosts 2 --host-wait 0 "
+                                        "--max-restarts 0 --timeout step=1 --grace 1 "
+                                        "--probe-port {} --probe-timeout 0.5",
+                                        srun, lost.port()),
+                            job);
+  EXPECT_EQ(w.code, 1) << w.err;
+  expect_contains(w.err, "no elastic restart: 1 host(s) answer, fewer than --min-hosts 2");
+  expect_contains(last_line(w.err), "restarts spent (--max-restarts 0)");
+  expect_contains(last_line(w.err), "host lost (127.0.0.1) unreachable");
 }
