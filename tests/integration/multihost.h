@@ -41,7 +41,9 @@ inline std::string multihost_script() {
 }
 
 // The harness's state directory (scripts/multihost.sh: $ZAYA_MH_DIR, default /run/zaya-mh).
-inline std::string multihost_dir() { return env_or("ZAYA_MH_DIR", "/run/zaya-mh"); }
+inline std::string multihost_dir() {
+  return env_or("ZAYA_MH_DIR", "/run/zaya-mh");
+}
 
 // Runs `sh -c cmd` under `timeout -k 10 timeout_s`; captures its exit status and output.
 inline CliResult run_shell(const std::string& cmd, int timeout_s) {
@@ -68,8 +70,8 @@ struct MultiHostLack {
 };
 
 inline bool have_command(const std::string& name) {
-  return std::system(("PATH=$PATH:/usr/sbin:/sbin command -v " + name + " >/dev/null 2>&1").c_str()) ==
-         0;
+  return std::system(
+             ("PATH=$PATH:/usr/sbin:/sbin command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }
 
 inline MultiHostLack multihost_lack(bool slurm) {
@@ -79,14 +81,16 @@ inline MultiHostLack multihost_lack(bool slurm) {
     return {true, SkipReason::NoMpirun, "none at configure time"};
   for (const char* tool : {"ip", "nsenter", "unshare"})
     if (!have_command(tool))
-      return {false, {},
+      return {false,
+              {},
               std::string(tool) + " not found: scripts/setup.sh installs iproute2 and util-linux"};
   if (std::system("unshare --net --uts true >/dev/null 2>&1") != 0)
     return {true, SkipReason::NoNamespaces, "`unshare --net --uts true` failed here"};
   if (slurm)
     for (const char* tool : {"munged", "mungekey", "slurmctld", "slurmd", "srun"})
       if (!have_command(tool))
-        return {false, {},
+        return {false,
+                {},
                 std::string("Slurm is not installed (no ") + tool +
                     "): scripts/setup.sh installs munge, slurmctld, slurmd and slurm-client"};
   return {};
@@ -148,13 +152,14 @@ class MultiHost {
     return out;
   }
   // "PID: command line" of each process in `host` but the cluster's own daemons (munged,
-  // slurmctld, slurmd): what is left of jobs.
+  // slurmctld and its slurmscriptd, slurmd): what is left of jobs.
   std::vector<std::string> job_processes(const std::string& host) const {
     std::vector<std::string> out;
     for (int p : pids(host)) {
       std::string comm = slurp("/proc/" + std::to_string(p) + "/comm");
       while (!comm.empty() && comm.back() == '\n') comm.pop_back();
-      if (comm == "munged" || comm == "slurmctld" || comm == "slurmd") continue;
+      if (comm == "munged" || comm == "slurmctld" || comm == "slurmscriptd" || comm == "slurmd")
+        continue;
       std::string cmdline = slurp("/proc/" + std::to_string(p) + "/cmdline");
       if (comm.empty() && cmdline.empty()) continue;  // gone meanwhile
       for (char& c : cmdline)
@@ -197,9 +202,9 @@ class MultiHost {
 // Skips unless the harness can run here: root, namespaces that work, mpirun (and with slurm =
 // true: munged, slurmctld, slurmd, srun). Root, namespaces and mpirun are allowed reasons
 // (tests/test_skips.h); a missing tool that scripts/setup.sh installs is not.
-#define SKIP_WITHOUT_MULTIHOST(slurm)                                                             \
-  if (const ::zaya::test::MultiHostLack lack_ = ::zaya::test::multihost_lack(slurm);              \
-      lack_.allowed)                                                                             \
-    GTEST_SKIP() << ::zaya::test::allowed_skip(lack_.reason).prefix << ": " << lack_.message;     \
-  else if (!lack_.message.empty())                                                                \
+#define SKIP_WITHOUT_MULTIHOST(slurm)                                                         \
+  if (const ::zaya::test::MultiHostLack lack_ = ::zaya::test::multihost_lack(slurm);          \
+      lack_.allowed)                                                                          \
+    GTEST_SKIP() << ::zaya::test::allowed_skip(lack_.reason).prefix << ": " << lack_.message; \
+  else if (!lack_.message.empty())                                                            \
   GTEST_SKIP() << lack_.message
