@@ -3,9 +3,10 @@
 // host zmh0, one rank on each compute host zmh1..zmh3, over TCP on the hosts' bridge.
 // (a) ZeRO-1 on 3 hosts equals one process: the global batch of 12 rows (micro-batch × 2
 //     micro-batches × ranks) per step, every step's loss and the final weights within 1e-5
-//     relative over 12 steps, as on one host (tests/integration/test_zero1_mpirun.cpp). Ranks 1
-//     and 2 are slowed for 3 steps each (which changes no number): the log names each as a
-//     straggler with its host's name (zmh2, zmh3).
+//     relative over 12 steps, as on one host (tests/integration/test_zero1_mpirun.cpp), with
+//     ZeRO-1 buckets of one layer each, reduced as the backward finishes them. Ranks 1 and 2 are
+//     slowed for 3 steps each (which changes no number): the log names each as a straggler with
+//     its host's name (zmh2, zmh3).
 // (b) Its step-6 checkpoint resumes on 2 hosts (resharded from 3 to 2 ranks) and continues with
 //     the 3-host run's losses and final weights within 1e-5.
 // (c) `zaya supervise -- mpirun …` over 3 hosts with rank 1 SIGKILLed at step 6: the attempt
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "cli_util.h"
@@ -251,9 +253,15 @@ TEST_F(MultiHostTrain, ZeroOneOnThreeHostsEqualsOneProcessAndResumesOnTwo) {
   for (int step : {2, 3, 4}) slow += fmt::format("slow@step:{}:rank:1:seconds:0.3,", step);
   for (int step : {7, 8, 9}) slow += fmt::format("slow@step:{}:rank:2:seconds:0.3,", step);
   slow.pop_back();
+  // Buckets of about 26 elements (one per layer): their reduce-scatters start during the backward.
+  const std::vector<std::string> sets = {"checkpoint.every=6", "optim.zero_bucket_mb=0.0001"};
   const std::string three =
-      run(&mh, "three", mpirun(mh, 3) + train_args("three", 3, 12, {"checkpoint.every=6"}), slow);
+      run(&mh, "three", mpirun(mh, 3) + train_args("three", 3, 12, sets), slow);
   test::expect_contains(three, "3 rank(s) (mpi)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(three, m, std::regex("([0-9]+) bucket\\(s\\) reduced"))) << three;
+  EXPECT_GT(std::stoi(m[1]), 2) << three;
+  std::printf("3 hosts: %s ZeRO-1 buckets reduced during the backward\n", m[1].str().c_str());
   test::expect_contains(three, "straggler: rank 1 (zmh2)");
   test::expect_contains(three, "straggler: rank 2 (zmh3)");
 
