@@ -116,8 +116,8 @@ EOF
   : >"$D/hosts"
   for k in $(seq 0 "$n"); do echo "$PREFIX$k $(addr "$k")" >>"$D/hosts"; done
   for k in $(seq 1 "$n"); do echo "$PREFIX$k slots=1" >>"$D/hostfile"; done
-  # Binding none: every host has all the machine's cores, and each daemon would bind its rank to
-  # core 0 — the same core for every host.
+  # Binding none: the hosts share the machine's cores, and a daemon that binds its ranks knows
+  # only of its own host's, so ranks of several hosts could be bound to one core.
   cat >"$D/env" <<EOF
 export OMPI_MCA_plm_rsh_agent=$D/rsh
 export OMPI_MCA_btl_tcp_if_include=$NET.0/24
