@@ -275,9 +275,10 @@ struct Attempt {
         all.push_back(it != ranks.end() ? it->second : missing);
       }
       if (HangVerdict v = detect_hang(all, now, opt.timeouts); v.hung) {
-        // Every rank waits at one point: the fault may be a host the network lost.
-        if (v.same_point && all.size() > 1) {
-          hosts.learn(ranks);
+        // A host the network lost stops its ranks (and, at one point, every rank): probe before
+        // the tear-down, so that the verdict names it.
+        hosts.learn(ranks);
+        if (hosts.active().size() > 1) {
           const std::vector<HostReach> probes = probe(opt, hosts);
           rec.unreachable_hosts = unreachable_list(probes);
           if (!rec.unreachable_hosts.empty()) v.message += "; " + describe_unreachable(probes);

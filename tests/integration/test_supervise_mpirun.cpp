@@ -13,6 +13,10 @@
 // (e) Two NaN losses in a row (train.anomaly_rollback = 2): both skipped, then a rollback to the
 //     step-5 checkpoint; goodput.json lists the anomalies and the rollback, counts the undone
 //     steps as lost to them, and keeps 20 steps.
+// (f) Fencing: a `mpirun -np 2` job of attempt 1 left hung by a supervisor before (as on a host
+//     the network cut off) is ended by its ranks' watchdogs as soon as a supervisor in the same
+//     directory starts attempt 2 — each rank prints its "zaya: fenced:" line and exits — and
+//     the new job completes with the uninterrupted run's weights.
 // ZAYA_TEST_SHOW_LOG=1 prints each supervised run's log.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,6 +30,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <thread>
+
+#include "core/heartbeat.h"
+#include "resilience/hang_detector.h"
 
 #include "cli_util.h"
 #include "integration/mpirun_job.h"
@@ -238,6 +246,60 @@ TEST_F(SuperviseTrain, AnomaliesAndRollbackAreInTheReport) {
   test::expect_contains(s.log, "supervise:   rollback: after step 9 to step 5 (attempt 1)");
   expect_each_step_once("nan", 20);
   expect_adds_up(r);
+}
+
+// Whether process `pid` runs (a zombie, ended but not yet reaped by its new parent, does not).
+bool running(int64_t pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+TEST_F(SuperviseTrain, StaleRanksOfAnEarlierAttemptAreFenced) {
+  SKIP_WITHOUT_MPIRUN();
+  reference(12, false);
+  const std::string sup = *dir_ / "stale_sup";
+  fs::create_directories(sup);
+  std::ofstream(sup + "/attempt") << "1 running\n";
+  // Attempt 1's job, outside any supervisor: rank 0 hangs at step 3, rank 1 waits for it.
+  const std::string old_log = *dir_ / "stale_old.log";
+  const std::string old =
+      kEnv + " ZAYA_SUPERVISE_DIR=" + sup + " ZAYA_SUPERVISE_ATTEMPT=1 ZAYA_FAULT='hang@step:3' " +
+      mpirun2() + " " + train_args("stale_old", 12, false) + " >" + old_log + " 2>&1 </dev/null &";
+  ASSERT_EQ(std::system(old.c_str()), 0);
+  std::vector<int64_t> pids;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (pids.size() < 2 &&
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 120) {
+    pids.clear();
+    for (int r = 0; r < 2; ++r) {
+      const auto hb = parse_heartbeat(slurp(sup + fmt::format("/heartbeat_rank{:05d}.json", r)));
+      if (hb && hb->step == 3 && hb->beat > 0) pids.push_back(hb->pid);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(pids.size(), 2u) << "attempt 1's ranks never reached step 3\n" << slurp(old_log);
+  for (int64_t pid : pids) EXPECT_TRUE(running(pid));
+
+  const Supervised s =
+      supervise("stale", "", "--launcher '" + mpirun2() + "'", train_args("stale", 12, false));
+  ASSERT_EQ(s.code, 0) << s.log;
+  test::expect_contains(s.log, "supervise: attempt 2 started");
+  for (int64_t pid : pids) {
+    for (int i = 0; i < 100 && running(pid); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(running(pid)) << "rank pid " << pid << " of attempt 1 still runs";
+  }
+  const std::string old_out = slurp(old_log);
+  test::expect_contains(old_out, "zaya: fenced: " + sup +
+                                     "/attempt says attempt 2 has started (this rank is of "
+                                     "attempt 1): exiting with code 75");
+  EXPECT_FALSE(fs::exists(*dir_ / "stale_old_ckpt/step_00000012"));
+  const std::string want = final_weights("ref12", 12);
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(final_weights("stale", 12) == want)
+      << "final model.safetensors differs from the uninterrupted run's";
+  expect_each_step_once("stale", 12);
 }
 
 }  // namespace
