@@ -4,8 +4,10 @@
 // shards): every step's loss agrees within 1e-5 relative over 20 steps and so do the final weights;
 // the optimizer state per rank at 2 ranks is ≤ 0.55 of one process's. A checkpoint written by 2
 // ranks (asynchronously) resumes on 1 and on 3 ranks, and one written by 3 ranks (synchronously)
-// on 2, continuing with the uninterrupted run's losses (and bitwise on the same 2 ranks). Small
-// ZeRO-1 buckets (reduce-scatters started during the backward) reproduce one process too.
+// on 2, continuing with the uninterrupted run's losses (and bitwise on the same 2 ranks). Resumed
+// with the checkpoint's own batch keys on another number of ranks, a run keeps its global batch
+// (the micro-batches re-cut), or says why it cannot. Small ZeRO-1 buckets (reduce-scatters started
+// during the backward) reproduce one process too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -163,6 +165,40 @@ TEST_F(TrainZero, RanksReproduceOneProcessAndCheckpointsReshard) {
       "resumed steps 11-20: max rel loss diff 2→1 %.3g, 2→3 %.3g, 3→2 %.3g; final weights 2→1 "
       "%.3g, 2→3 %.3g\n",
       r1, r3, r2, rw1, rw3);
+}
+
+// A 3-rank checkpoint (2 rows × 2 micro-batches × 3 ranks = 12) resumed on 2 ranks with the same
+// train.micro_batch keeps 12 rows a step (2 rows × 3 micro-batches × 2 ranks) and the 3-rank
+// run's losses; on 5 ranks, which cannot share 12 rows, it is an error naming both.
+TEST_F(TrainZero, SameBatchKeysOnAnotherRankCountKeepTheGlobalBatch) {
+  if (!fs::exists(*dir_ / "three_ckpt/step_00000010"))
+    train({"three", 3, {"checkpoint.every=10", "checkpoint.async=false"}});
+  const std::string from3 = "checkpoint.resume=" + *dir_ / "three_ckpt/step_00000010";
+  const std::string log = train({"three_to_two_kept", 2, {from3, "train.micro_batch=2"}});
+  EXPECT_NE(log.find("train: 2 ranks instead of the checkpoint's 3: the global batch stays 12 "
+                     "rows = 2 × 3 micro-batches × 2 ranks"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("global batch 12 rows = 2 × 3 micro-batches × 2 ranks"), std::string::npos)
+      << log;
+  std::printf("3 → 2 ranks, the global batch kept: max rel loss diff %.3g\n",
+              max_loss_diff("three", "three_to_two_kept", 10));
+
+  const std::string out = *dir_ / "three_to_five.log";
+  const std::string cmd =
+      kEnv +
+      " mpirun --oversubscribe --allow-run-as-root -np 5 -x OMP_NUM_THREADS "
+      "-x OPENBLAS_NUM_THREADS -x ZAYA_DIST_TIMEOUT " +
+      ZAYA_BINARY + " train --config " + *dir_ / "run.toml" + " --set train.micro_batch=2 --set " +
+      from3 + " --set train.metrics=" + *dir_ / "three_to_five.jsonl" +
+      " --set checkpoint.dir=" + *dir_ / "three_to_five_ckpt" + " >" + out + " 2>&1 </dev/null";
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  const std::string err = test::slurp(out);
+  EXPECT_NE(err.find("the checkpoint was trained with a global batch of 12 rows on 3 ranks, which "
+                     "5 ranks cannot share evenly"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("train.micro_batch"), std::string::npos) << err;
 }
 
 // AdamW for every parameter (no whole-matrix ownership: every tensor may be split).
