@@ -11,7 +11,11 @@
 //     on zmh1 and zmh2 (a derived hostfile, -np 2) from the resharded checkpoint at the same
 //     global batch (1 row × 3 micro-batches × 2 ranks): every step's loss within 1e-5 of the
 //     uninterrupted 3-host run, every step once in the metrics.
-// Both: no process of a failed attempt left on any host (zmh0 included), and the teardown leaves
+// (c) The same link fault under a real Slurm cluster (`--launcher "srun -N3 -n3 --mpi=pmix
+//     --kill-on-bad-exit=1"`): restarted as `srun --exclude=zmh3 -N2 -n2 …`, with the losses of
+//     an uninterrupted 3-node run; zmh3's rank, which its step daemon cannot reach to cancel,
+//     outlives the tear-down, is named, and ends by its fencing watchdog.
+// All: no process of a failed attempt left on any host (zmh0 included), and the teardown leaves
 // nothing. ZAYA_TEST_SHOW_LOG=1 prints the supervised runs' logs.
 #include <gtest/gtest.h>
 
@@ -92,11 +96,11 @@ class MultiHostSupervise : public testing::Test {
   // `zaya supervise FLAGS --launcher "mpirun …" -- zaya train …` on the login host.
   static Supervised supervise(const MultiHost& mh, const std::string& name,
                               const std::string& flags, const std::string& job,
-                              const std::string& faults) {
-    const std::string cmd = std::string(ZAYA_BINARY) + " supervise --dir " +
-                            *dir_ / (name + "_sup") +
-                            " --poll 0.1 --restart-delay 0 --max-restarts 3 --grace 3 " + flags +
-                            " --launcher " + test::shell_quote(mpirun(mh)) + " -- " + job;
+                              const std::string& faults, const std::string& launcher = "") {
+    const std::string cmd =
+        std::string(ZAYA_BINARY) + " supervise --dir " + *dir_ / (name + "_sup") +
+        " --poll 0.1 --restart-delay 0 --max-restarts 3 --grace 3 " + flags + " --launcher " +
+        test::shell_quote(launcher.empty() ? mpirun(mh) : launcher) + " -- " + job;
     const std::string log = *dir_ / (name + ".log");
     const auto t0 = std::chrono::steady_clock::now();
     const CliResult r = mh.exec(
@@ -259,6 +263,53 @@ TEST_F(MultiHostSupervise, LinkDownIsLocalisedAndTheJobRestartsOnTheHostsLeft) {
   std::printf("3 hosts, then 2 after zmh3's link went down, vs 3 hosts: max rel loss diff %.3g\n",
               worst);
   expect_each_step_once("l_link", steps);
+  expect_clean(mh);
+}
+
+TEST_F(MultiHostSupervise, SlurmNodeLostRestartsOnTheNodesLeft) {
+  SKIP_WITHOUT_MULTIHOST(true);
+  MultiHost mh(3, true);
+  ASSERT_TRUE(mh.ok);
+  const int steps = 12;
+  const std::string srun = "srun -N3 -n3 --mpi=pmix --kill-on-bad-exit=1";
+  {
+    const std::string log = *dir_ / "s_ref.log";
+    const CliResult r = mh.exec(
+        "zmh0", kEnv + srun + " " + train_args("s_ref", steps, 2) + " >" + log + " 2>&1", 300);
+    ASSERT_EQ(r.code, 0) << slurp(log) << r.err;
+  }
+  Supervised s;
+  std::thread sup([&] {
+    s = supervise(mh, "s_link", "--min-hosts 2 --timeout step=5", train_args("s_link", steps, 2),
+                  "", srun);
+  });
+  const std::string hb = *dir_ / "s_link_sup/heartbeat_rank00002.json";
+  const auto t0 = std::chrono::steady_clock::now();
+  bool cut = false;
+  while (!cut && seconds_since(t0) < 240) {
+    const json j = json::parse(slurp(hb), nullptr, false);
+    if (j.is_object() && j.value("attempt", 0) == 1 && j.value("last_step", 0) >= 5) {
+      mh.link(j.value("host", std::string("zmh3")), false);
+      cut = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  sup.join();
+  mh.link("zmh3", true);
+  ASSERT_TRUE(cut) << "rank 2 never reached step 5\n" << s.log;
+  ASSERT_EQ(s.code, 0) << s.log;
+  test::expect_contains(s.log, "host zmh3 (10.78.0.13) unreachable");
+  test::expect_contains(s.log,
+                        "supervise: elastic restart on the 2 host(s) that answer (zmh1, "
+                        "zmh2): srun --exclude=zmh3 -N2 -n2 --mpi=pmix");
+  const auto want = losses("s_ref"), got = losses("s_link");
+  ASSERT_EQ(got.size(), size_t(steps));
+  for (const auto& [step, loss] : got) {
+    ASSERT_TRUE(want.count(step)) << step;
+    EXPECT_LE(std::fabs(loss - want.at(step)) / std::fabs(want.at(step)), 1e-5) << "step " << step;
+  }
+  expect_each_step_once("s_link", steps);
+  expect_no_job_process(mh);
   expect_clean(mh);
 }
 
