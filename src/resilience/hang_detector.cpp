@@ -8,13 +8,19 @@
 #include <tuple>
 
 #include "core/assert.h"
+#include "io/json_parse.h"
 
 namespace zaya {
 
 using heartbeat::Section;
 
 std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {
+    j = parse_json(text);  // the nesting limit: a record is one flat object
+  } catch (const JsonError&) {
+    return std::nullopt;
+  }
   if (!j.is_object()) return std::nullopt;
   HeartbeatRecord r;
   try {
