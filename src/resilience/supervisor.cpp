@@ -159,9 +159,14 @@ std::vector<std::string> unreachable_list(const std::vector<HostReach>& probes) 
   return out;
 }
 
-// Probes every host the job runs on (none known: nothing to probe).
+// Probes every host the job runs on but this one (which a firewall may keep from answering its own
+// probe, and which is there: the supervisor runs on it); none: nothing to probe.
 std::vector<HostReach> probe(const SuperviseOptions& opt, const Hosts& hosts) {
-  const std::vector<HostAddresses> list = hosts.active();
+  char self[256] = {};
+  gethostname(self, sizeof self - 1);
+  std::vector<HostAddresses> list;
+  for (const HostAddresses& h : hosts.active())
+    if (h.host != self) list.push_back(h);
   if (list.empty()) return {};
   return probe_hosts(list, opt.probe_port, opt.probe_timeout_s);
 }
@@ -298,7 +303,11 @@ struct Attempt {
     std::map<int, HeartbeatRecord> beats = beats_now(n);
     fence::write_attempt(dir, n, /*ended=*/true);
     hosts.learn(ranks);
-    for (const auto& [host, count] : hosts.ranks) rec.hosts.push_back(host);
+    {
+      std::set<std::string> seen;
+      for (const auto& [rank, r] : ranks) seen.insert(r.record.host);
+      rec.hosts.assign(seen.begin(), seen.end());
+    }
     if (rec.end == AttemptEnd::Crashed || rec.end == AttemptEnd::Hung) {
       check_left_running(n, std::move(beats));
       // Before a restart: is every host still there?
