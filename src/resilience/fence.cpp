@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -56,7 +57,9 @@ void write_attempt(const std::string& dir, int attempt, bool ended) {
 
 void start_watchdog(double interval_s) {
   static std::atomic<bool> started{false};
-  if (!heartbeat::supervised() || started.exchange(true)) return;
+  // Only under a supervisor, which names the attempt (a rank without one has none to be fenced by).
+  const char* attempt = std::getenv("ZAYA_SUPERVISE_ATTEMPT");
+  if (!heartbeat::supervised() || !attempt || !*attempt || started.exchange(true)) return;
   const std::string path = heartbeat::supervise_dir() + "/attempt";
   const int mine = heartbeat::attempt();
   std::thread([path, mine, interval_s] {

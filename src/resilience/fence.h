@@ -30,7 +30,8 @@ std::string fence_reason(const std::string& text, int mine);
 // Supervisor side: writes DIR/attempt atomically. Throws zaya::Error naming the file on failure.
 void write_attempt(const std::string& dir, int attempt, bool ended);
 
-// Rank side: starts the watchdog thread once per process (a no-op when not supervised): every
+// Rank side: starts the watchdog thread once per process (a no-op unless ZAYA_SUPERVISE_DIR and
+// ZAYA_SUPERVISE_ATTEMPT are set): every
 // `interval_s` it touches the heartbeat and reads DIR/attempt, and ends the process when fenced.
 void start_watchdog(double interval_s = 0.5);
 
