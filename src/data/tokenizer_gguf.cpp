@@ -407,32 +407,32 @@ std::optional<GgufVocab> vocab_from_tokenizer_json(const json& tok, int64_t voca
   return v;
 }
 
-std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(const json& tok,
-                                                                   int64_t vocab_size,
-                                                                   const GgmlSpecialIds& s,
-                                                                   std::string* why_not) {
-  std::optional<GgufVocab> v = vocab_from_tokenizer_json(tok, vocab_size, why_not);
-  std::vector<std::pair<std::string, GgufValue>> out;
-  if (!v) return out;
-  const size_t n = v->tokens.size();
-  // The arrays are built by moving the vocabulary's strings: a 262k-token vocabulary with its
-  // half a million merges is held once.
+bool post_processor_adds(const json& tok, bool first) {
+  const json* post = tok.is_object() ? member(tok, "post_processor") : nullptr;
+  return post && adds_special(*post, first);
+}
+
+std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(GgufVocab&& v,
+                                                                   const GgmlSpecialIds& s) {
+  const size_t n = v.tokens.size();
   std::vector<GgufValue> tokens, scores, types, merges;
   tokens.reserve(n);
   scores.reserve(n);
   types.reserve(n);
-  merges.reserve(v->merges.size());
+  merges.reserve(v.merges.size());
   int64_t unk = -1;
   for (size_t id = 0; id < n; ++id) {
-    tokens.push_back(GgufValue::str(std::move(v->tokens[id])));
+    tokens.push_back(GgufValue::str(std::move(v.tokens[id])));
     scores.push_back(GgufValue::f32(0));
-    types.push_back(GgufValue::i32(v->types[id]));
-    if (unk < 0 && v->types[id] == int32_t(GgufTokenType::Unknown)) unk = int64_t(id);
+    const int32_t type = id < v.types.size() ? v.types[id] : int32_t(GgufTokenType::Normal);
+    types.push_back(GgufValue::i32(type));
+    if (unk < 0 && type == int32_t(GgufTokenType::Unknown)) unk = int64_t(id);
   }
-  v->tokens = {};
-  for (std::string& m : v->merges) merges.push_back(GgufValue::str(std::move(m)));
-  v->merges = {};
-  out.emplace_back("tokenizer.ggml.model", GgufValue::str(v->model));
+  v.tokens = {};
+  for (std::string& m : v.merges) merges.push_back(GgufValue::str(std::move(m)));
+  v.merges = {};
+  std::vector<std::pair<std::string, GgufValue>> out;
+  out.emplace_back("tokenizer.ggml.model", GgufValue::str(v.model));
   out.emplace_back("tokenizer.ggml.tokens", GgufValue::array(GgufType::String, std::move(tokens)));
   out.emplace_back("tokenizer.ggml.scores", GgufValue::array(GgufType::F32, std::move(scores)));
   out.emplace_back("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, std::move(types)));
@@ -445,11 +445,8 @@ std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(const json& t
         {"tokenizer.ggml.padding_token_id", s.pad},
         {"tokenizer.ggml.unknown_token_id", unk}})
     if (id >= 0 && size_t(id) < n) out.emplace_back(key, GgufValue::u32(uint32_t(id)));
-  const json* post = member(tok, "post_processor");
-  out.emplace_back("tokenizer.ggml.add_bos_token",
-                   GgufValue::boolean(s.add_bos.value_or(post && adds_special(*post, true))));
-  out.emplace_back("tokenizer.ggml.add_eos_token",
-                   GgufValue::boolean(s.add_eos.value_or(post && adds_special(*post, false))));
+  out.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(s.add_bos));
+  out.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(s.add_eos));
   return out;
 }
 

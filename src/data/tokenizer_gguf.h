@@ -84,22 +84,24 @@ GgufTokenizer gguf_tokenizer(const GgufFile& f);
 std::optional<GgufVocab> vocab_from_tokenizer_json(const nlohmann::json& tok, int64_t vocab_size,
                                                    std::string* why_not);
 
+// Whether tokenizer.json `tok`'s post-processor puts a special token first (`first`; else last)
+// in a single sequence — a TemplateProcessing, alone or in a Sequence: what add_bos_token /
+// add_eos_token say when no tokenizer_config.json does.
+bool post_processor_adds(const nlohmann::json& tok, bool first);
+
 // The special tokens written beside the arrays (tokenizer.ggml.*_token_id: ids outside the
 // vocabulary are left out) and the add_bos_token / add_eos_token flags.
 struct GgmlSpecialIds {
   int64_t bos = -1, eos = -1, eot = -1, pad = -1;  // -1: not written
-  // Unset: what tokenizer.json's post-processor does (a TemplateProcessing whose single sequence
-  // starts / ends with a special token adds it), false without one.
-  std::optional<bool> add_bos, add_eos;
+  bool add_bos = false, add_eos = false;
 };
 
-// The tokenizer.ggml.* metadata of `tok`: model, tokens, scores (0: the merges rank a BPE
-// vocabulary), token_type, merges, add_space_prefix (false: nothing is put before the text),
-// the ids of `s` and of the UNKNOWN token (unknown_token_id), the two add
-// flags. Empty, with the reason in *why_not, when vocab_from_tokenizer_json refuses `tok`.
-std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(const nlohmann::json& tok,
-                                                                   int64_t vocab_size,
-                                                                   const GgmlSpecialIds& s,
-                                                                   std::string* why_not);
+// The tokenizer.ggml.* metadata of `v` (a vocab_from_tokenizer_json result; its strings are
+// moved, so a 262k-token vocabulary and its half a million merges are held once): model, tokens,
+// scores (0: the merges rank a BPE vocabulary), token_type, merges, add_space_prefix (false:
+// nothing is put before the text), the ids of `s` and of the UNKNOWN token (unknown_token_id),
+// the two add flags.
+std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(GgufVocab&& v,
+                                                                   const GgmlSpecialIds& s);
 
 }  // namespace zaya

@@ -276,9 +276,14 @@ TEST(TokenizerGguf, ToyTokenizerThroughTheArrays) {
   const Tokenizer want = Tokenizer::from_json(j, "toy");
   GgmlSpecialIds s;
   s.bos = 2, s.eos = 1, s.eot = 6, s.pad = 5000;  // 5000: past the vocabulary, not written
+  // The post-processor puts <bos> first and nothing last.
+  EXPECT_TRUE(post_processor_adds(j, true));
+  EXPECT_FALSE(post_processor_adds(j, false));
+  s.add_bos = true;
   std::string why;
-  auto keys = ggml_tokenizer_keys(j, 1100, s, &why);
-  ASSERT_FALSE(keys.empty()) << why;
+  std::optional<GgufVocab> v = vocab_from_tokenizer_json(j, 1100, &why);
+  ASSERT_TRUE(v) << why;
+  auto keys = ggml_tokenizer_keys(std::move(*v), s);
   EXPECT_EQ(key(keys, "tokenizer.ggml.model").s, "gemma4");
   const GgufValue& tokens = key(keys, "tokenizer.ggml.tokens");
   const GgufValue& types = key(keys, "tokenizer.ggml.token_type");
@@ -298,15 +303,19 @@ TEST(TokenizerGguf, ToyTokenizerThroughTheArrays) {
   EXPECT_EQ(key(keys, "tokenizer.ggml.eot_token_id").u, 6u);
   EXPECT_EQ(key(keys, "tokenizer.ggml.unknown_token_id").u, 3u);
   EXPECT_FALSE(has_key(keys, "tokenizer.ggml.padding_token_id"));
-  // The post-processor puts <bos> first and nothing last.
   EXPECT_EQ(key(keys, "tokenizer.ggml.add_bos_token").u, 1u);
   EXPECT_EQ(key(keys, "tokenizer.ggml.add_eos_token").u, 0u);
   EXPECT_EQ(key(keys, "tokenizer.ggml.add_space_prefix").u, 0u);
-  s.add_bos = false, s.add_eos = true;  // a tokenizer_config's word wins
-  const auto flags = ggml_tokenizer_keys(j, 1024, s, &why);
+  s.add_bos = false, s.add_eos = true;
+  const auto flags = ggml_tokenizer_keys(*vocab_from_tokenizer_json(j, 1024, &why), s);
   EXPECT_EQ(key(flags, "tokenizer.ggml.add_bos_token").u, 0u);
   EXPECT_EQ(key(flags, "tokenizer.ggml.add_eos_token").u, 1u);
   EXPECT_EQ(key(flags, "tokenizer.ggml.tokens").items.size(), 1024u);
+  nlohmann::json late = j;  // a post-processor that appends <eos> too
+  late["post_processor"]["single"].push_back({{"SpecialToken", {{"id", "<eos>"}}}});
+  EXPECT_TRUE(post_processor_adds(late, false));
+  late["post_processor"] = nullptr;
+  EXPECT_FALSE(post_processor_adds(late, true));
 
   const GgufTokenizer g = rebuilt(dir, std::move(keys));
   ASSERT_TRUE(g.tok) << g.why_not;
@@ -319,7 +328,6 @@ TEST(TokenizerGguf, TokenizersTheArraysCannotSayGiveNone) {
   auto refused = [](const nlohmann::json& j, const std::string& part) {
     std::string why;
     EXPECT_FALSE(vocab_from_tokenizer_json(j, 1024, &why)) << part;
-    EXPECT_TRUE(ggml_tokenizer_keys(j, 1024, {}, &why).empty()) << part;
     EXPECT_NE(why.find(part), std::string::npos) << why;
   };
   const nlohmann::json toy = toy_json();
@@ -355,9 +363,9 @@ TEST(TokenizerGguf, TokenizersTheArraysCannotSayGiveNone) {
        R"({"model": {"type": "BPE", "byte_fallback": true, "fuse_unk": true, "vocab": {"a": -1}}})",
        R"({"added_tokens": 7, "model": {}})"}) {
     std::string why;
-    EXPECT_NO_THROW(
-        EXPECT_TRUE(ggml_tokenizer_keys(nlohmann::json::parse(text), 8, {}, &why).empty()))
+    EXPECT_NO_THROW(EXPECT_FALSE(vocab_from_tokenizer_json(nlohmann::json::parse(text), 8, &why)))
         << text;
+    EXPECT_NO_THROW((void)post_processor_adds(nlohmann::json::parse(text), true)) << text;
     EXPECT_FALSE(why.empty()) << text;
   }
 }
@@ -374,8 +382,11 @@ TEST(TokenizerGguf, Gemma3ArraysAsZayaWritesThem) {
     std::ifstream in(gemma3_tokenizer_path(), std::ios::binary);
     const nlohmann::json j = nlohmann::json::parse(in);
     std::string why;
-    auto keys = ggml_tokenizer_keys(j, 262272, {}, &why);
-    ASSERT_FALSE(keys.empty()) << why;
+    std::optional<GgufVocab> v = vocab_from_tokenizer_json(j, 262272, &why);
+    ASSERT_TRUE(v) << why;
+    GgmlSpecialIds s;
+    s.add_bos = post_processor_adds(j, true);
+    auto keys = ggml_tokenizer_keys(std::move(*v), s);
     GgufWriter w(mine);
     for (auto& [k, v] : keys) w.set(k, std::move(v));
     w.finish();
