@@ -158,6 +158,7 @@ std::string human(double b) {
 }
 
 std::string seconds_text(double s) {
+  if (s < 1e-3) return fmt::format("{:.1f} µs", s * 1e6);
   if (s < 1) return fmt::format("{:.1f} ms", s * 1e3);
   if (s < 120) return fmt::format("{:.2f} s", s);
   if (s < 7200) return fmt::format("{:.1f} min", s / 60);
@@ -338,10 +339,26 @@ Plan make_plan(const PlanInput& in) {
   const double delta = t.async_checkpoint ? p.snapshot_s : p.write_s;
   p.young_s = young_interval(delta, mtbf);
   p.daly_s = daly_interval(delta, mtbf);
-  const int64_t most = std::clamp<int64_t>(int64_t(mtbf / p.step_s), 1, 10'000'000);
-  for (int64_t k = 1; k <= most; ++k) {
-    const double tau = double(k) * p.step_s, g = goodput(tau, stall(tau), restart, mtbf);
-    if (g > p.best_goodput) p.best_goodput = g, p.best_steps = k, p.best_stall_s = stall(tau);
+  // The best whole number of steps. Below the write time an asynchronous checkpoint waits for the
+  // previous one (τ + δ constant: goodput grows with τ); above it, and for a synchronous one, δ is
+  // constant and goodput unimodal in τ: its maximum by golden-section search, then the better of
+  // the two step counts around it.
+  const double lo = t.async_checkpoint ? p.write_s : 0.0;
+  double a = lo, b = std::max(lo, 2 * mtbf);
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 200 && b - a > 1e-9 * (1 + b); ++i) {
+    const double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+    if (goodput(x1, delta, restart, mtbf) < goodput(x2, delta, restart, mtbf))
+      a = x1;
+    else
+      b = x2;
+  }
+  const double k_best = (a + b) / 2 / p.step_s;
+  for (double k : {std::floor(k_best), std::ceil(k_best)}) {
+    const int64_t steps = std::max<int64_t>(1, int64_t(std::min(k, 1e15)));
+    const double tau = double(steps) * p.step_s, g = goodput(tau, stall(tau), restart, mtbf);
+    if (p.best_steps == 0 || g > p.best_goodput)
+      p.best_goodput = g, p.best_steps = steps, p.best_stall_s = stall(tau);
   }
   return p;
 }
