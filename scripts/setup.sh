@@ -14,6 +14,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev clang-format python3
   libopenmpi-dev openmpi-bin libcpp-httplib-dev nodejs
   bible-kjv curl librsvg2-bin tmux openssl
+  # The multi-host tests (scripts/multihost.sh): hosts as namespaces, a Slurm cluster over them
+  # (its daemons run with their own configuration; the packages' services are not used).
+  iproute2 util-linux munge slurmctld slurmd slurm-client
 )
 if [ "${ZAYA_HIP:-0}" = 1 ]; then
   packages+=(hipcc libamdhip64-dev rocm-device-libs libomp-15-dev)

@@ -16,7 +16,7 @@
 
 namespace zaya::test {
 
-enum class SkipReason { NoGpu, GpuPresent, NoMpirun, NoNccl, NoCpuFeature };
+enum class SkipReason { NoGpu, GpuPresent, NoMpirun, NoNccl, NoCpuFeature, NotRoot, NoNamespaces };
 
 struct AllowedSkip {
   SkipReason reason;
@@ -42,6 +42,11 @@ inline constexpr AllowedSkip kAllowedSkips[] = {
     // VNNI kernels of quant/dot.h on a CPU without AVX-512): only that ISA's cases skip; the
     // same tests run the other ISAs.
     {SkipReason::NoCpuFeature, "the CPU lacks", "CPU feature missing"},
+    // The multi-host tests make their hosts as network and UTS namespaces with a bridge and veth
+    // links between them (scripts/multihost.sh), which takes root; a container may also deny
+    // namespaces to root. (Slurm missing is not a reason: scripts/setup.sh installs it.)
+    {SkipReason::NotRoot, "not root", "not root"},
+    {SkipReason::NoNamespaces, "no network namespaces", "no network namespaces"},
 };
 
 inline const AllowedSkip& allowed_skip(SkipReason r) {

@@ -669,8 +669,9 @@ void Trainer::Impl::after_step(const StepResult& r) {
                         {"skipped", state.skipped},
                         {"expert_load_entropy", r.expert_load_entropy},
                         {"time", wall.seconds()}};
-    if (world > 1) {  // per-rank compute seconds (outside collectives) and the stragglers now
+    if (world > 1) {  // per-rank compute seconds (outside collectives), hosts, stragglers now
       j["rank_compute_s"] = rank_seconds;
+      j["rank_hosts"] = recovery->hosts();
       j["stragglers"] = recovery->stragglers();
     }
     if (!std::isnan(val_loss)) j["val_loss"] = val_loss;  // on its step's line (zaya plot)
