@@ -265,7 +265,7 @@ Plan make_plan(const PlanInput& in) {
                       (cl.topology == Topology::FatTree &&
                        ring_seconds(b, world, std::min(intra, net)) <=
                            hierarchical_seconds(b, cl.nodes, cl.gpus_per_node, intra, net));
-    p.algorithm = flat ? "ring" : "hierarchical";
+    p.algorithm = flat ? CollectiveAlgorithm::Ring : CollectiveAlgorithm::Hierarchical;
     p.rs_s = time(b);
     p.ag_s = time(b);
     // Overlap (docs/zero1.md): the reduce-scatters ride on the last micro-batch's backward (2/3
@@ -274,8 +274,6 @@ Plan make_plan(const PlanInput& in) {
     const double forward_mb = p.compute_s / double(t.grad_accum) / 3;
     p.rs_exposed_s = std::max(time(double(p.embedding_bucket_bytes)), p.rs_s - 2 * forward_mb);
     p.ag_exposed_s = std::max(0.0, p.ag_s - p.optimizer_s - forward_mb);
-  } else {
-    p.algorithm = "none (one rank)";
   }
   p.step_s = p.compute_s + p.optimizer_s + p.rs_exposed_s + p.ag_exposed_s;
   p.tokens_per_s = double(p.tokens_per_step) / p.step_s;
@@ -414,7 +412,7 @@ nlohmann::ordered_json plan_json(const Plan& p) {
              {"reduce_scatter_bytes", p.reduce_scatter_bytes},
              {"all_gather_bytes", p.all_gather_bytes},
              {"ring_bytes_sent_per_rank", p.ring_sent_per_rank},
-             {"algorithm", p.algorithm},
+             {"algorithm", std::string(enum_word(p.algorithm))},
              {"reduce_scatter_s", p.rs_s},
              {"all_gather_s", p.ag_s},
              {"reduce_scatter_exposed_s", p.rs_exposed_s},
@@ -453,7 +451,7 @@ std::string plan_text(const Plan& p) {
   auto bytes_row = [&](const std::string& what, uint64_t b) {
     line(fmt::format("  {:<44} {:>18}  {:>10}", what, grouped(b), human(double(b))));
   };
-  line(fmt::format("cluster: {}{} nodes × {} GPUs = {} ranks, {}, {:g} GB each",
+  line(fmt::format("cluster: {}{} node(s) × {} GPUs = {} ranks, {}, {:g} GB each",
                    cl.name.empty() ? "" : cl.name + ": ", cl.nodes, cl.gpus_per_node, p.ranks,
                    enum_word(cl.topology), cl.gpu_memory_gb));
   line(fmt::format(
@@ -495,8 +493,8 @@ std::string plan_text(const Plan& p) {
   if (p.ranks > 1) {
     line(fmt::format(
         "  each sends and receives (ranks − 1)/ranks of it: {}; {} ({})",
-        human(p.ring_sent_per_rank), p.algorithm,
-        p.algorithm == "ring"
+        human(p.ring_sent_per_rank), enum_word(p.algorithm),
+        p.algorithm == CollectiveAlgorithm::Ring
             ? fmt::format("{} ranks", p.ranks)
             : fmt::format("{} GPUs at {:g} GB/s, then {} nodes at {:g} Gbit/s", cl.gpus_per_node,
                           cl.intra_node_gbyte_per_s, cl.nodes, cl.network_gbit_per_s)));

@@ -23,6 +23,17 @@
 
 namespace zaya {
 
+// How the ZeRO-1 collectives are modelled: none (one rank), a flat ring over every rank, or
+// hierarchical (inside each node, then across the nodes along the rails).
+enum class CollectiveAlgorithm { None, Ring, Hierarchical };
+template <>
+struct EnumWords<CollectiveAlgorithm> {
+  static constexpr std::pair<CollectiveAlgorithm, std::string_view> words[] = {
+      {CollectiveAlgorithm::None, "none"},
+      {CollectiveAlgorithm::Ring, "ring"},
+      {CollectiveAlgorithm::Hierarchical, "hierarchical"}};
+};
+
 struct PlanInput {
   // The run as `zaya train` would take it (the keys docs/plan.md lists are read: data.seq_len,
   // train.micro_batch, grad_accum, steps, precision, activations, optim.use_muon,
@@ -82,7 +93,7 @@ struct Plan {
   uint64_t reduce_scatter_bytes = 0, all_gather_bytes = 0;
   uint64_t embedding_bucket_bytes = 0;  // the last reduced and the first gathered
   double ring_sent_per_rank = 0;        // per collective: (ranks − 1)/ranks of the buffer
-  std::string algorithm;                // "none (one rank)", "ring", "hierarchical"
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::None;
   double rs_s = 0, ag_s = 0, rs_exposed_s = 0, ag_exposed_s = 0;
 
   // Step time and throughput.

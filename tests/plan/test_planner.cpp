@@ -85,7 +85,8 @@ TEST(Planner, OneRankHasNoBucketAndSeveralShareTheOptimizerState) {
   EXPECT_EQ(four.all_gather_bytes, four.memory.bucket);
   EXPECT_EQ(four.memory.shard * 4, four.memory.bucket);
   EXPECT_DOUBLE_EQ(four.ring_sent_per_rank, 0.75 * double(four.memory.bucket));
-  EXPECT_EQ(four.algorithm, "hierarchical");
+  EXPECT_EQ(four.algorithm, CollectiveAlgorithm::Hierarchical);
+  EXPECT_EQ(one.algorithm, CollectiveAlgorithm::None);
   EXPECT_EQ(four.shard_bytes.size(), 4u);
 }
 
