@@ -5,8 +5,11 @@
 #pragma once
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/tokenizer.h"
 #include "test_paths.h"
@@ -37,6 +40,16 @@ inline const Tokenizer* gemma3_tokenizer() {
     return Tokenizer::load(gemma3_tokenizer_path());
   }();
   return tok ? &*tok : nullptr;
+}
+
+// The documents of the Gemma 3 test corpus (committed: tests/fixtures/tokenizer/
+// gemma3_corpus.jsonl, one JSON string a line): whitespace runs, specials, bytes, scripts, code.
+inline std::vector<std::string> gemma3_corpus() {
+  std::vector<std::string> docs;
+  std::ifstream f(std::string(ZAYA_TEST_FIXTURES) + "/tokenizer/gemma3_corpus.jsonl");
+  for (std::string line; std::getline(f, line);)
+    docs.push_back(nlohmann::json::parse(line).get<std::string>());
+  return docs;
 }
 
 }  // namespace zaya::test

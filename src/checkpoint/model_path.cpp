@@ -163,8 +163,10 @@ ModelPath resolve_model_path(const std::string& arg, const std::string& flag) {
     const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
     if (is_model_dir(dir)) return found(dir, "the model directory of " + arg);
     const std::string hint = kind_of(dir).empty() ? "" : "; " + did_you_mean(dir);
-    fail("{} {}: a file, and its folder {} is not a model directory (no config.json){}", flag, arg,
-         dir.string(), hint);
+    fail(
+        "{} {}: a file that is not a GGUF file (it does not start with the magic \"GGUF\"), and "
+        "its folder {} is not a model directory (no config.json){}",
+        flag, arg, dir.string(), hint);
   }
   if (is_model_dir(p)) return found(p, "");
   if (is_checkpoint(p)) {

@@ -216,27 +216,51 @@ std::string shard_file_name(int rank) {
   return fmt::format("optimizer_rank{:05d}.safetensors", rank);
 }
 
-void write_optimizer_shard(const std::string& path, const OptimizerShard& shard, int rank,
-                           int world) {
-  json layout = json::array(), ranges = json::array();
+namespace {
+
+// A global layout, indexed: its metadata text, and each tensor's global offset and size.
+struct LayoutIndex {
+  std::string text;
   std::map<std::string, std::pair<int64_t, int64_t>> where;  // name → (global offset, numel)
-  int64_t offset = 0;
-  for (const auto& [name, shape] : shard.layout) {
+  int64_t total = 0;
+};
+
+LayoutIndex index_layout(const std::string& path,
+                         const std::vector<std::pair<std::string, std::vector<int64_t>>>& layout) {
+  LayoutIndex ix;
+  json text = json::array();
+  for (const auto& [name, shape] : layout) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    if (!where.emplace(name, std::pair{offset, n}).second)
+    if (!ix.where.emplace(name, std::pair{ix.total, n}).second)
       fail("{}: optimizer tensor name '{}' is used twice", path, name);
-    layout.push_back({{"name", name}, {"offset", offset}, {"shape", shape}});
-    offset += n;
+    text.push_back({{"name", name}, {"offset", ix.total}, {"shape", shape}});
+    ix.total += n;
   }
+  ix.text = text.dump();
+  return ix;
+}
+
+// What a shard file holds: its stored tensors ("<name>" when whole, "<name>@<begin>" otherwise;
+// the slices' views as given) and its metadata (the global layout as `layout_text`, the ranges,
+// rank and world).
+struct ShardContents {
   std::vector<std::pair<std::string, Tensor>> stored;
-  std::vector<Buffer> host;  // host copies of slices that live on a GPU
-  for (const OptimizerSlice& s : shard.slices) {
+  std::map<std::string, std::string> metadata;
+};
+
+ShardContents shard_contents(const std::string& path, const LayoutIndex& ix,
+                             const std::vector<OptimizerSlice>& slices, int rank, int world,
+                             const std::string& layout_text) {
+  json ranges = json::array();
+  ShardContents out;
+  for (const OptimizerSlice& s : slices) {
     if (s.data.dtype != DType::F32)
       fail("{}: optimizer tensor '{}' is {}, but optimizer state must be F32", path, s.tensor,
            dtype_name(s.data.dtype));
-    auto it = where.find(s.tensor);
-    if (it == where.end()) fail("{}: optimizer slice of '{}' is not in the layout", path, s.tensor);
+    auto it = ix.where.find(s.tensor);
+    if (it == ix.where.end())
+      fail("{}: optimizer slice of '{}' is not in the layout", path, s.tensor);
     const auto [global, n] = it->second;
     if (s.begin < 0 || s.begin + s.data.numel() > n)
       fail("{}: optimizer slice [{}, {}) is outside '{}' ({} elements)", path, s.begin,
@@ -245,22 +269,52 @@ void write_optimizer_shard(const std::string& path, const OptimizerShard& shard,
     const std::string key = whole ? s.tensor : fmt::format("{}@{}", s.tensor, s.begin);
     ranges.push_back(
         {{"tensor", key}, {"global_offset", global + s.begin}, {"length", s.data.numel()}});
-    Tensor data = s.data;
-    if (data.device != Device::Cpu) {
-      host.emplace_back(data.nbytes());
-      data = data.on(Device::Cpu);
-      data.data = host.back().data();
-      device_copy(data, s.data);
-    }
-    stored.emplace_back(key, data);
+    out.stored.emplace_back(key, s.data);
   }
-  save_safetensors(path, stored,
-                   {{"format", kOptimizerFormat},
-                    {"world_size", std::to_string(world)},
-                    {"rank", std::to_string(rank)},
-                    {"total_elements", std::to_string(offset)},
-                    {"layout", layout.dump()},
-                    {"ranges", ranges.dump()}});
+  out.metadata = {{"format", kOptimizerFormat},   {"world_size", std::to_string(world)},
+                  {"rank", std::to_string(rank)}, {"total_elements", std::to_string(ix.total)},
+                  {"layout", layout_text},        {"ranges", ranges.dump()}};
+  return out;
+}
+
+}  // namespace
+
+struct OptimizerShardSizer::Index : LayoutIndex {};
+
+OptimizerShardSizer::OptimizerShardSizer(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& layout)
+    : index_(std::make_unique<Index>(Index{index_layout("(size)", layout)})),
+      // The layout's text as the header holds it: a JSON string (quotes escaped).
+      layout_bytes_(json(index_->text).dump().size() - 2) {}
+
+OptimizerShardSizer::~OptimizerShardSizer() = default;
+
+uint64_t OptimizerShardSizer::bytes(const std::vector<OptimizerSlice>& slices, int rank,
+                                    int world) const {
+  // The header with an empty layout string, plus the layout's own bytes.
+  const ShardContents c = shard_contents("(size)", *index_, slices, rank, world, "");
+  return safetensors_file_bytes(c.stored, c.metadata, layout_bytes_);
+}
+
+uint64_t optimizer_shard_file_bytes(const OptimizerShard& shard, int rank, int world) {
+  return OptimizerShardSizer(shard.layout).bytes(shard.slices, rank, world);
+}
+
+void write_optimizer_shard(const std::string& path, const OptimizerShard& shard, int rank,
+                           int world) {
+  const LayoutIndex ix = index_layout(path, shard.layout);
+  ShardContents c = shard_contents(path, ix, shard.slices, rank, world, ix.text);
+  std::vector<Buffer> host;  // host copies of slices that live on a GPU
+  host.reserve(c.stored.size());
+  for (auto& [key, data] : c.stored) {
+    if (data.device == Device::Cpu) continue;
+    const Tensor src = data;
+    host.emplace_back(src.nbytes());
+    data = src.on(Device::Cpu);
+    data.data = host.back().data();
+    device_copy(data, src);
+  }
+  save_safetensors(path, c.stored, c.metadata);
 }
 
 void load_optimizer_state(const std::string& dir, const std::vector<std::string>& shard_files,

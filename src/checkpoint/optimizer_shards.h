@@ -2,6 +2,8 @@
 // (optimizer/optimizer_rankRRRRR.safetensors) holding F32 ranges of the global optimizer vector,
 // with metadata that lets any number of ranks reassemble it (checkpoint.h describes the format).
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,23 @@ std::string shard_file_name(int rank);
 // their global offsets as metadata. Slices on a GPU go through host copies.
 void write_optimizer_shard(const std::string& path, const OptimizerShard& shard, int rank,
                            int world);
+// The bytes write_optimizer_shard writes for `shard` (only the slices' shapes are read: their
+// views need no data).
+uint64_t optimizer_shard_file_bytes(const OptimizerShard& shard, int rank, int world);
+// The same for many shards of one global layout (zaya plan sizes every rank's): the layout's
+// metadata is serialised once.
+class OptimizerShardSizer {
+ public:
+  explicit OptimizerShardSizer(
+      const std::vector<std::pair<std::string, std::vector<int64_t>>>& layout);
+  ~OptimizerShardSizer();
+  uint64_t bytes(const std::vector<OptimizerSlice>& slices, int rank, int world) const;
+
+ private:
+  struct Index;
+  std::unique_ptr<Index> index_;
+  uint64_t layout_bytes_ = 0;
+};
 
 // Reads the shards `shard_files` (paths relative to dir) and copies the state into the slices of
 // `dest`, whatever number of ranks wrote it. Checks the shards against each other (format, world

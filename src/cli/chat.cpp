@@ -137,7 +137,8 @@ class ChatSession {
     const ZayaConfig& c = model_->config();
     const ContextLimit ctx = choose_context(c, extras, a.max_context);
     for (const std::string& w : ctx.warnings) fmt::print(stderr, "zaya: warning: {}\n", w);
-    if (const std::string w = tokenizer_fit_warning(*tok_, tok_path, c); !w.empty())
+    if (const std::string w = tokenizer_fit_warning(*tok_, tok_path, c, extras.vocab_size_origin);
+        !w.empty())
       fmt::print(stderr, "zaya: warning: {}\n", w);
     bos_ = bos_id(c, extras, tok_.get());
     EngineOptions eo;

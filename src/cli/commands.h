@@ -55,6 +55,8 @@ Action add_preflight_command(CLI::App& app);
 Action add_supervise_command(CLI::App& app);
 // `zaya plot RUN` (plot.cpp): the run's metrics and goodput as an SVG page.
 Action add_plot_command(CLI::App& app);
+// `zaya plan` (plan.cpp): a training run planned for a cluster (docs/plan.md).
+Action add_plan_command(CLI::App& app);
 // `zaya tune gemm …` (tune.cpp): the GEMM tuning table.
 Action add_tune_command(CLI::App& app);
 // `zaya bench decode|comm|step …`: bench.cpp registers `bench`, each file below one of its

@@ -84,7 +84,7 @@ int run_generate(GenerateArgs& a) {
   const ZayaConfig& c = model.config();
   const ContextLimit ctx = choose_context(c, extras, a.max_context);
   std::vector<std::string> warnings = ctx.warnings;
-  if (tok) warnings.push_back(tokenizer_fit_warning(*tok, tok_path, c));
+  if (tok) warnings.push_back(tokenizer_fit_warning(*tok, tok_path, c, extras.vocab_size_origin));
   for (const std::string& w : warnings)
     if (!w.empty()) fmt::print(stderr, "zaya: warning: {}\n", w);
 

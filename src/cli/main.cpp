@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
   add(zaya::cli::add_supervise_command);
   add(zaya::cli::add_plot_command);
   add(zaya::cli::add_tune_command);
+  add(zaya::cli::add_plan_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

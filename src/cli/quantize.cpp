@@ -4,14 +4,19 @@
 // docs/cli.md): the tensors under scheme B names (infer/gguf_model.h) in the types the mixed
 // policy (quant/policy.h) or --blanket / --keep choose, and everything else a model needs to run —
 // the config (zaya.config_json and the community converters' keys), the tokenizer
-// (zaya.tokenizer_json), tokenizer_config.json, generation_config.json and the chat template.
+// (zaya.tokenizer_json, and the standard tokenizer.ggml.* vocabulary arrays and special ids
+// when they can say it exactly: data/tokenizer_gguf.h), tokenizer_config.json,
+// generation_config.json and the chat template.
 //
 // The source is a model directory (anything --model takes: F32/BF16/F16/F64 safetensors) or a
 // GGUF file (F32/F16/BF16 tensors; a block-quantized one is dequantized first, with a warning, or
-// copied as it is when the policy wants the type it already has). It is streamed: each tensor is
-// read from the mapping a block of rows at a time, widened to F32, quantized (rows in parallel)
-// and written, so the memory used is a few block buffers whatever the model's size (ZAYA1-8B is
-// 17.7 GB of bf16). The file appears at --out only when complete (io/gguf.h writes atomically).
+// copied as it is when the policy wants the type it already has). Which one is decided as every
+// --model decides it (checkpoint/model_path.h): a file that starts with the GGUF magic (or is
+// named *.gguf: then a wrong magic is an error naming the file) is a GGUF, whatever its name. It is
+// streamed: each tensor is read from the mapping a block of rows at a time, widened to F32,
+// quantized (rows in parallel) and written, so the memory used is a few block buffers whatever the
+// model's size (ZAYA1-8B is 17.7 GB of bf16). The file appears at --out only when complete
+// (io/gguf.h writes atomically).
 //
 // Results on stdout: per type the tensors and bytes, the file's size and the bits per weight
 // (over all weights and over the matrices'). Progress, the fallbacks and warnings on stderr.
@@ -33,8 +38,10 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_gguf.h"
 #include "infer/gguf_model.h"
 #include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "io/file.h"
 #include "io/gguf.h"
 #include "io/json_parse.h"
@@ -66,15 +73,11 @@ struct Source {
   // The texts a GGUF written by zaya carries ("" when absent).
   std::string tokenizer_json, tokenizer_config_json, generation_config_json, chat_template;
   std::string tokenizer_origin;  // the file (or key) the tokenizer came from
+  ModelExtras extras;            // the special ids and tokens of those texts (io/model_extras.h)
   // Metadata copied as it is (a GGUF source's tokenizer.ggml.* keys).
   std::vector<std::pair<std::string, GgufValue>> keep_keys;
   std::shared_ptr<const void> owner;  // keeps the mappings alive
 };
-
-bool is_gguf_path(const std::string& p) {
-  std::error_code ec;
-  return p.ends_with(".gguf") && fs::is_regular_file(p, ec);
-}
 
 std::string read_if_exists(const fs::path& p, std::string_view what) {
   std::error_code ec;
@@ -104,8 +107,7 @@ std::string config_chat_template(const std::string& text, const std::string& pat
        path);
 }
 
-Source open_dir_source(const std::string& arg) {
-  const ModelPath mp = resolve_model_path(arg);
+Source open_dir_source(const ModelPath& mp) {
   if (const std::string line = model_path_line(mp); !line.empty()) log_info("quantize: {}", line);
   const std::string dir = mp.dir;
   Source s;
@@ -129,7 +131,7 @@ Source open_dir_source(const std::string& arg) {
   };
   // The texts: read_model_extras validates the two JSON files (a malformed one is an error here,
   // not in every later run of the GGUF).
-  (void)read_model_extras(dir);
+  s.extras = read_model_extras(dir);
   s.tokenizer_config_json =
       read_if_exists(fs::path(dir) / "tokenizer_config.json", "tokenizer config");
   s.generation_config_json =
@@ -162,6 +164,7 @@ Source open_gguf_source(const std::string& path) {
   s.tokenizer_config_json = text("zaya.tokenizer_config_json");
   s.generation_config_json = text("zaya.generation_config_json");
   s.chat_template = text("tokenizer.chat_template");
+  s.extras = gguf_model_extras(f);
   for (const auto& [key, v] : f.metadata())
     if (key.starts_with("tokenizer.") && key != "tokenizer.chat_template")
       s.keep_keys.emplace_back(key, v);
@@ -191,6 +194,39 @@ std::vector<OutTensor> output_tensors(const ZayaConfig& c, const ParamLayout& la
     t.parts.push_back(&s);
   }
   return out;
+}
+
+// The special ids the GGML keys carry beside the vocabulary (data/tokenizer_gguf.h): those zaya
+// itself uses running the source (infer/model_files.h) — generation_config's bos_token_id, else
+// tokenizer_config's bos_token, else "<bos>"; generation_config's first eos_token_id, and a
+// second one as the end of turn (tokenizer.ggml.eot_token_id, which a reader adds to the EOS ids),
+// else config.json's; config.json's pad_token_id — and tokenizer_config's add_bos_token /
+// add_eos_token when it sets them, else what tokenizer.json `tj`'s post-processor does.
+GgmlSpecialIds special_ids(const Source& src, const Tokenizer& tok, const nlohmann::json& tj) {
+  const ModelExtras& x = src.extras;
+  GgmlSpecialIds s;
+  s.bos = x.bos_token_id >= 0   ? x.bos_token_id
+          : x.bos_token.empty() ? tok.bos_id()
+                                : tok.token_id(x.bos_token);
+  s.eos = x.eos_token_ids.empty() ? src.config.eos_token_id : x.eos_token_ids[0];
+  if (x.eos_token_ids.size() > 1 && x.eos_token_ids[1] != s.eos) s.eot = x.eos_token_ids[1];
+  s.pad = src.config.pad_token_id;
+  s.add_bos = post_processor_adds(tj, true);
+  s.add_eos = post_processor_adds(tj, false);
+  if (!src.tokenizer_config_json.empty()) {
+    nlohmann::json tc;
+    try {
+      tc = parse_json(src.tokenizer_config_json);
+    } catch (const JsonError&) {  // read into the extras already: never malformed here
+    }
+    if (tc.is_object()) {
+      if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
+        s.add_bos = tc["add_bos_token"].get<bool>();
+      if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean())
+        s.add_eos = tc["add_eos_token"].get<bool>();
+    }
+  }
+  return s;
 }
 
 bool is_matrix_role(quant::TensorRole r) {
@@ -247,22 +283,39 @@ int run_quantize(const QuantizeArgs& a) {
   for (const std::string& k : a.keep) opt.keep.push_back(quant::parse_keep_rule(k));
   check_out(a, a.model);
 
-  Source src = is_gguf_path(a.model) ? open_gguf_source(a.model) : open_dir_source(a.model);
+  // GGUF or directory as every --model decides it: by the file's magic (model_path.h).
+  const ModelPath mp = resolve_model_path(a.model);
+  Source src = mp.gguf.empty() ? open_dir_source(mp) : open_gguf_source(mp.gguf);
   if (!a.tokenizer.empty()) {
     src.tokenizer_json = read_text_file(a.tokenizer, "--tokenizer");
     src.tokenizer_origin = a.tokenizer;
     std::erase_if(src.keep_keys,
                   [](const auto& kv) { return kv.first.starts_with("tokenizer.ggml."); });
   }
+  std::vector<std::pair<std::string, GgufValue>> ggml_vocab;
   if (!src.tokenizer_json.empty()) {
     // A tokenizer that does not load would make every later run of the file fail: check it now.
-    nlohmann::json j;
-    try {
-      j = parse_json(src.tokenizer_json);
-    } catch (const JsonError& e) {
-      fail("{}: {}", src.tokenizer_origin, e.what());
+    // Then its GGML arrays, when they say it exactly (Gemma 3's kind; else only the text goes),
+    // built once the parsed JSON is gone: the vocabulary is never held three times.
+    std::optional<GgufVocab> vocab;
+    GgmlSpecialIds ids;
+    {
+      nlohmann::json j;
+      try {
+        j = parse_json(src.tokenizer_json);
+      } catch (const JsonError& e) {
+        fail("{}: {}", src.tokenizer_origin, e.what());
+      }
+      ids = special_ids(src, Tokenizer::from_json(j, src.tokenizer_origin), j);
+      std::string why_not;
+      vocab = vocab_from_tokenizer_json(j, src.config.vocab_size, &why_not);
     }
-    (void)Tokenizer::from_json(j, src.tokenizer_origin);
+    if (vocab) {
+      ggml_vocab = ggml_tokenizer_keys(std::move(*vocab), ids);
+      // They replace a GGUF source's arrays (which said the same tokenizer, or less).
+      std::erase_if(src.keep_keys,
+                    [](const auto& kv) { return kv.first.starts_with("tokenizer.ggml."); });
+    }
   } else if (src.keep_keys.empty()) {
     fmt::print(stderr,
                "zaya: warning: {} has no tokenizer.json: the GGUF will hold none (pass "
@@ -309,7 +362,8 @@ int run_quantize(const QuantizeArgs& a) {
   set_model_keys(w, c);
   w.set("general.file_type", GgufValue::u32(quant::preset_file_type(a.type)));
   w.set("general.quantization_version", GgufValue::u32(2));
-  if (!src.tokenizer_json.empty()) w.set("zaya.tokenizer_json", GgufValue::str(src.tokenizer_json));
+  if (!src.tokenizer_json.empty())
+    w.set("zaya.tokenizer_json", GgufValue::str(std::move(src.tokenizer_json)));
   if (!src.tokenizer_config_json.empty())
     w.set("zaya.tokenizer_config_json", GgufValue::str(src.tokenizer_config_json));
   if (!src.generation_config_json.empty())
@@ -317,6 +371,8 @@ int run_quantize(const QuantizeArgs& a) {
   if (!src.chat_template.empty())
     w.set("tokenizer.chat_template", GgufValue::str(src.chat_template));
   for (const auto& [key, v] : src.keep_keys) w.set(key, v);
+  for (auto& [key, v] : ggml_vocab) w.set(key, std::move(v));
+  ggml_vocab = {};
   for (size_t i = 0; i < tensors.size(); ++i)
     w.add_tensor(tensors[i].name, choice[i].type, tensors[i].ne);
 

@@ -20,18 +20,25 @@
 //     merges, byte-level GPT-2 tokens): the reason names the key.
 // A vocabulary that is there but inconsistent (a merge of unknown tokens, a type array of another
 // length, duplicate tokens) is a zaya::Error naming the file and the key.
+//
+// Writing (zaya quantize): the inverse — a tokenizer.json of exactly that kind (BPE with
+// byte_fallback, that normalizer, pre-tokenizer and decoder, added tokens without flags) becomes
+// the GGML arrays, as the ZAYA1 converters write Gemma 3's, so llama.cpp-style readers find a
+// vocabulary and zaya rebuilds from the arrays alone a tokenizer that encodes and decodes as the
+// tokenizer.json did. A tokenizer.json the arrays cannot say exactly gives no arrays (the reason
+// says which part), never approximate ones.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "io/gguf.h"
 
 namespace zaya {
-
-class GgufFile;
 
 // GGML's token types (tokenizer.ggml.token_type).
 enum class GgufTokenType : int32_t {
@@ -67,5 +74,34 @@ struct GgufTokenizer {
 
 // The tokenizer of `f`, as the contract says.
 GgufTokenizer gguf_tokenizer(const GgufFile& f);
+
+// The GGML vocabulary of tokenizer.json `tok` (the inverse of tokenizer_json_from_vocab): model
+// "gemma4"; the tokens by id ("<0xNN>" BYTE, other vocabulary NORMAL, special added tokens
+// CONTROL — the model's unk_token UNKNOWN —, other added tokens USER_DEFINED with their "▁"
+// written as spaces), ids the tokenizer leaves free up to `vocab_size` (the model's) filled with
+// "[PADn]" UNUSED tokens; the merges as "a b". Nullopt, with the reason in *why_not, when the
+// arrays would not rebuild `tok` exactly (see the top of this file). Never throws on any JSON.
+std::optional<GgufVocab> vocab_from_tokenizer_json(const nlohmann::json& tok, int64_t vocab_size,
+                                                   std::string* why_not);
+
+// Whether tokenizer.json `tok`'s post-processor puts a special token first (`first`; else last)
+// in a single sequence — a TemplateProcessing, alone or in a Sequence: what add_bos_token /
+// add_eos_token say when no tokenizer_config.json does.
+bool post_processor_adds(const nlohmann::json& tok, bool first);
+
+// The special tokens written beside the arrays (tokenizer.ggml.*_token_id: ids outside the
+// vocabulary are left out) and the add_bos_token / add_eos_token flags.
+struct GgmlSpecialIds {
+  int64_t bos = -1, eos = -1, eot = -1, pad = -1;  // -1: not written
+  bool add_bos = false, add_eos = false;
+};
+
+// The tokenizer.ggml.* metadata of `v` (a vocab_from_tokenizer_json result; its strings are
+// moved, so a 262k-token vocabulary and its half a million merges are held once): model, tokens,
+// scores (0: the merges rank a BPE vocabulary), token_type, merges, add_space_prefix (false:
+// nothing is put before the text), the ids of `s` and of the UNKNOWN token (unknown_token_id),
+// the two add flags.
+std::vector<std::pair<std::string, GgufValue>> ggml_tokenizer_keys(GgufVocab&& v,
+                                                                   const GgmlSpecialIds& s);
 
 }  // namespace zaya

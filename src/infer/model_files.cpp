@@ -26,29 +26,27 @@ void fail_no_tokenizer(const std::string& dir, const std::string& alternative) {
 }
 
 std::string tokenizer_fit_warning(const Tokenizer& tok, const std::string& tok_path,
-                                  const ZayaConfig& c) {
+                                  const ZayaConfig& c, const std::string& vocab_origin) {
   if (tok.vocab_size() <= c.vocab_size) return "";
   return fmt::format(
-      "{} has {} token ids but the model's vocabulary is {} (config.json vocab_size): a prompt "
-      "holding ids from {} up is refused; is it the tokenizer the model was trained with?",
-      tok_path, tok.vocab_size(), c.vocab_size, c.vocab_size);
+      "{} has {} token ids but the model's vocabulary is {} ({}): a prompt holding ids from {} up "
+      "is refused; is it the tokenizer the model was trained with?",
+      tok_path, tok.vocab_size(), c.vocab_size, vocab_origin, c.vocab_size);
 }
 
 ContextLimit choose_context(const ZayaConfig& c, const ModelExtras& x, int64_t requested) {
   ContextLimit L;
   L.max_positions = c.max_position_embeddings;
   L.trained = L.max_positions;
-  std::string trained_from = "config.json's max_position_embeddings";
+  std::string trained_from = x.max_positions_origin;
   if (x.model_max_length > 0) {
     trained_from = x.tokenizer_config + "'s model_max_length";
     if (x.model_max_length <= L.max_positions) {
       L.trained = x.model_max_length;
     } else {
-      L.warnings.push_back(
-          fmt::format("{}: model_max_length {} exceeds config.json's max_position_embeddings {}: "
-                      "the context is "
-                      "{}",
-                      x.tokenizer_config, x.model_max_length, L.max_positions, L.max_positions));
+      L.warnings.push_back(fmt::format("{}: model_max_length {} exceeds {} {}: the context is {}",
+                                       x.tokenizer_config, x.model_max_length,
+                                       x.max_positions_origin, L.max_positions, L.max_positions));
     }
   }
   if (requested <= 0) {
@@ -58,9 +56,9 @@ ContextLimit choose_context(const ZayaConfig& c, const ModelExtras& x, int64_t r
   }
   if (requested > L.max_positions)
     fail(
-        "--max-context {} exceeds the model's max_position_embeddings of {} (config.json): it has "
-        "no positions beyond; the trained context is {}",
-        requested, L.max_positions, L.trained);
+        "--max-context {} exceeds the model's max_position_embeddings of {} ({}): it has no "
+        "positions beyond; the trained context is {}",
+        requested, L.max_positions, x.max_positions_origin, L.trained);
   L.tokens = requested;
   L.source = "--max-context";
   if (requested > L.trained)
@@ -73,10 +71,11 @@ ContextLimit choose_context(const ZayaConfig& c, const ModelExtras& x, int64_t r
 
 namespace {
 
-int32_t checked_id(const ZayaConfig& c, int64_t id, const std::string& file, const char* key) {
+int32_t checked_id(const ZayaConfig& c, const ModelExtras& x, int64_t id, const std::string& file,
+                   const char* key) {
   if (id < 0 || id >= c.vocab_size)
-    fail("{}: {} {} is outside the model's vocabulary of {} (config.json vocab_size)", file, key,
-         id, c.vocab_size);
+    fail("{}: {} {} is outside the model's vocabulary of {} ({})", file, key, id, c.vocab_size,
+         x.vocab_size_origin);
   return int32_t(id);
 }
 
@@ -86,7 +85,7 @@ std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x, const To
   std::vector<int32_t> ids;
   if (x.eos_token_ids.empty()) ids.push_back(int32_t(c.eos_token_id));
   for (int64_t id : x.eos_token_ids)
-    ids.push_back(checked_id(c, id, x.generation_config, "eos_token_id"));
+    ids.push_back(checked_id(c, x, id, x.generation_config, "eos_token_id"));
   if (tok) {
     // The tokenizer's end-of-text tokens where the model has them: a chat model converted with
     // eos 1 still stops at its turn end.
@@ -101,14 +100,14 @@ std::vector<int32_t> eos_ids(const ZayaConfig& c, const ModelExtras& x, const To
 
 int32_t bos_id(const ZayaConfig& c, const ModelExtras& x, const Tokenizer* tok) {
   if (x.bos_token_id >= 0)
-    return checked_id(c, x.bos_token_id, x.generation_config, "bos_token_id");
+    return checked_id(c, x, x.bos_token_id, x.generation_config, "bos_token_id");
   if (!tok) return -1;
   if (!x.bos_token.empty()) {
     const int32_t id = tok->token_id(x.bos_token);
     if (id < 0)
       fail("{}: bos_token '{}' is not in the tokenizer's vocabulary", x.tokenizer_config,
            x.bos_token);
-    return checked_id(c, id, x.tokenizer_config, "bos_token");
+    return checked_id(c, x, id, x.tokenizer_config, "bos_token");
   }
   return tok->bos_id();
 }

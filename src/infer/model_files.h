@@ -33,8 +33,10 @@ std::string find_tokenizer(const std::string& dir, const std::string& flag);
 // "" when every id of tokenizer `tok` (read from `tok_path`) is in the model's vocabulary, else a
 // warning naming both sizes: text that encodes to the others cannot be generated from (a model
 // bigger than its tokenizer is fine: Gemma 3's tokenizer fills 262,145 of ZAYA1's 262,272 ids).
+// `vocab_origin` names where the vocabulary size came from (ModelExtras::vocab_size_origin).
 std::string tokenizer_fit_warning(const Tokenizer& tok, const std::string& tok_path,
-                                  const ZayaConfig& c);
+                                  const ZayaConfig& c,
+                                  const std::string& vocab_origin = "config.json vocab_size");
 
 struct ContextLimit {
   int64_t tokens = 0;         // prompt + generated tokens per sequence
@@ -45,7 +47,8 @@ struct ContextLimit {
 };
 
 // The context for a --max-context of `requested` (0: not given). Throws zaya::Error when
-// `requested` exceeds max_position_embeddings (naming both).
+// `requested` exceeds max_position_embeddings (naming both, and where that came from:
+// x.max_positions_origin, config.json's or a GGUF file's key).
 ContextLimit choose_context(const ZayaConfig& c, const ModelExtras& x, int64_t requested);
 
 // The ids generation stops at: generation_config.json's eos_token_id (one or a list), else

@@ -68,10 +68,20 @@ std::string config_chat_template(const std::string& text, const std::string& ori
        origin);
 }
 
-// What a GGUF file says besides its weights (model_source.h's contract).
-ModelExtras gguf_extras(const GgufFile& f) {
+}  // namespace
+
+ModelExtras gguf_model_extras(const GgufFile& f) {
   ModelExtras x;
   const std::string& p = f.path();
+  if (f.find("zaya.config_json")) {
+    x.vocab_size_origin = p + " zaya.config_json vocab_size";
+    x.max_positions_origin = p + " zaya.config_json max_position_embeddings";
+  } else {  // built from the keys and shapes (infer/gguf_model.h)
+    x.vocab_size_origin = p + " token_embd.weight ne[1]";
+    x.max_positions_origin =
+        p + (f.find("zaya.context_length") ? " zaya.context_length"
+                                           : " (no zaya.context_length: ZAYA1's default)");
+  }
   const std::string* tc = gguf_string(f, "zaya.tokenizer_config_json");
   if (tc) {
     read_tokenizer_config_text(*tc, p + " (zaya.tokenizer_config_json)", x);
@@ -109,8 +119,6 @@ ModelExtras gguf_extras(const GgufFile& f) {
   return x;
 }
 
-}  // namespace
-
 ModelSource open_model_source(const std::string& arg, const std::string& flag) {
   const ModelPath mp = resolve_model_path(arg, flag);
   ModelSource s;
@@ -123,7 +131,7 @@ ModelSource open_model_source(const std::string& arg, const std::string& flag) {
     s.config_origin =
         mp.gguf + (s.gguf->file->find("zaya.config_json") ? " (zaya.config_json)"
                                                           : " (its zaya.* keys and tensor shapes)");
-    s.extras = gguf_extras(*s.gguf->file);
+    s.extras = gguf_model_extras(*s.gguf->file);
     return s;
   }
   s.path = mp.dir;

@@ -32,6 +32,7 @@
 
 namespace zaya {
 
+class GgufFile;
 class Tokenizer;
 struct GgufModel;
 
@@ -65,6 +66,11 @@ struct ModelSource {
   // The weights (infer_model.h); to_bf16 rounds F32 matrices to BF16.
   InferModel load_weights(bool to_bf16 = false) const;
 };
+
+// What GGUF file `f` says besides its weights (the extras of the contract above), with the keys
+// the config's vocab_size and max_position_embeddings came from for messages (zaya.config_json,
+// else token_embd.weight and zaya.context_length).
+ModelExtras gguf_model_extras(const GgufFile& f);
 
 // Opens `arg` as above; `flag` names it in messages. Throws zaya::Error naming the argument (a
 // path that is no model: model_path.h's messages), the GGUF file and what is wrong with it, or

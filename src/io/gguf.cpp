@@ -642,6 +642,9 @@ void GgufWriter::start() {
   if (!tensors_.empty()) h.append(size_t(align_up(h.size(), alignment_) - h.size()), '\0');
   f_ = std::make_unique<FileWriter>(path_);
   f_->write(h.data(), h.size());
+  // Written: the values (a vocabulary's arrays, embedded texts) need not stay in memory while the
+  // tensors stream (no key can be set from here on).
+  metadata_ = {};
 }
 
 void GgufWriter::write_tensor(const std::string& name, const void* bytes, size_t n) {

@@ -34,6 +34,11 @@ struct ModelExtras {
   std::optional<bool> do_sample;
   std::optional<double> temperature, top_p, min_p, repetition_penalty;
   std::optional<int64_t> top_k;
+  // How messages name the config fields these limit (infer/model_files.h): config.json's for a
+  // model directory; for a GGUF file, the file and the key each came from ("F.gguf
+  // zaya.context_length").
+  std::string vocab_size_origin = "config.json vocab_size";
+  std::string max_positions_origin = "config.json max_position_embeddings";
   // A chat template the model carries inside (a GGUF's tokenizer.chat_template; "" for a model
   // directory, whose template is a file: chat/chat_template.h finds it) and where it came from.
   std::string chat_template, chat_template_origin;

@@ -332,10 +332,13 @@ SafeTensors SafeTensors::with_tensors(std::vector<SafeTensorInfo> infos, std::st
   return st;
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  // Header: entries in the given order (ordered_json keeps insertion order), contiguous data.
+namespace {
+
+// The header text of a file of `tensors` (entries in the given order: ordered_json keeps insertion
+// order; offsets of contiguous data), unpadded.
+std::string safetensors_header(const std::string& path,
+                               const std::vector<std::pair<std::string, Tensor>>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -346,15 +349,38 @@ void save_safetensors(const std::string& path,
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__" || header.contains(name))
       fail("{}: cannot save: tensor name '{}' is duplicated or reserved", path, name);
-    if (!t.data && t.numel() > 0) fail("{}: cannot save: tensor '{}' has no data", path, name);
     std::vector<int64_t> shape(t.shape.begin(), t.shape.begin() + t.ndim);
     header[name] = {{"dtype", dtype_name(t.dtype)},
                     {"shape", shape},
                     {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data block starts 8-byte aligned
+  return header.dump();
+}
+
+// Header bytes padded so the data block starts 8-byte aligned.
+uint64_t padded(uint64_t header_bytes) {
+  return header_bytes + (8 - header_bytes % 8) % 8;
+}
+
+}  // namespace
+
+uint64_t safetensors_file_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                const std::map<std::string, std::string>& metadata,
+                                uint64_t extra_header_bytes) {
+  uint64_t data = 0;
+  for (const auto& nt : tensors) data += nt.second.nbytes();
+  return 8 + padded(safetensors_header("(size)", tensors, metadata).size() + extra_header_bytes) +
+         data;
+}
+
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  for (const auto& [name, t] : tensors)
+    if (!t.data && t.numel() > 0) fail("{}: cannot save: tensor '{}' has no data", path, name);
+  std::string text = safetensors_header(path, tensors, metadata);
+  text.append(padded(text.size()) - text.size(), ' ');
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
 

@@ -64,4 +64,11 @@ void save_safetensors(const std::string& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
+// The bytes save_safetensors(path, tensors, metadata) writes (only the shapes and dtypes are read:
+// the tensors need no data). extra_header_bytes: header bytes beyond `metadata`'s (a caller that
+// sizes many files with one long metadata value passes it empty and adds its length here).
+uint64_t safetensors_file_bytes(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                const std::map<std::string, std::string>& metadata = {},
+                                uint64_t extra_header_bytes = 0);
+
 }  // namespace zaya

@@ -33,6 +33,9 @@ class Model {
   // Allocates the gradient arena on first use, then zeroes it.
   void zero_grads();
   bool has_grads() const { return grads_.data() != nullptr; }
+  // The arenas' allocated bytes (grads: 0 until the first zero_grads()).
+  size_t params_bytes() const { return params_.size(); }
+  size_t grads_bytes() const { return grads_.size(); }
 
   const ZayaConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }

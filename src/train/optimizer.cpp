@@ -150,6 +150,7 @@ void Optimizer::start_bucket(const Model& m) {
   const size_t b = pending_.size();
   // Pack every rank's segments into the bucket (the padding is never written: it stays zero).
   ops::copy_segments(bucket_all(), flat(m.grads(), int64_t(layout_.total)), pack_[b]);
+  reduce_scatter_bytes_ += bucket_region(b).nbytes();
   pending_.push_back(group_.start_reduce_scatter(bucket_region(b), shard_chunk(b)));
 }
 
@@ -250,8 +251,10 @@ void Optimizer::update(Model& m, double lr, double grad_norm, bool defer_gathers
       if (!alone()) ops::copy(flat(bucket() + p.at, n), w);  // this rank's chunk of its bucket
       i = end - 1;
     }
-    if (!alone())
+    if (!alone()) {
+      all_gather_bytes_ += bucket_region(b).nbytes();
       gathers_.push_back({b, group_.start_all_gather(bucket_chunk(b), bucket_region(b))});
+    }
   }
   if (!defer_gathers) finish_update(m);
 }

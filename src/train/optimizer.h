@@ -119,6 +119,16 @@ class Optimizer {
   size_t total_state_bytes() const;                     // one process's (replicated state once)
   const OptimConfig& config() const { return cfg_; }
   const ZeroPlan& plan() const { return plan_; }
+  // This rank's buffers as allocated, in bytes (the start-up memory line; zaya plan's figures
+  // are checked against it, docs/plan.md).
+  struct Memory {
+    size_t state = 0, bucket = 0, shard = 0, scratch = 0;
+  };
+  Memory memory() const { return {state_.size(), bucket_.size(), shard_.size(), scratch_.size()}; }
+  // Bytes of the buffers handed to the ZeRO-1 collectives since construction: the whole
+  // world·chunk region of each bucket, the reduce-scatter's send and the all-gather's receive.
+  uint64_t reduce_scatter_bytes() const { return reduce_scatter_bytes_; }
+  uint64_t all_gather_bytes() const { return all_gather_bytes_; }
 
  private:
   enum class Rule { Muon, AdamW, Balance };
@@ -157,6 +167,7 @@ class Optimizer {
   int64_t shard_used_ = 0;  // the shard's elements up to this rank's last owned one
   size_t balance_steps_offset_ = 0;
   int64_t steps_ = 0;
+  uint64_t reduce_scatter_bytes_ = 0, all_gather_bytes_ = 0;
   float* state() const { return static_cast<float*>(state_.data()); }
   float* bucket() const { return static_cast<float*>(bucket_.data()); }
   // One rank alone: no bucket and no shard. The update reads the model's gradients in place (no

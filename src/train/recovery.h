@@ -64,6 +64,9 @@ class Recovery {
   nlohmann::json anomaly_state() const { return anomaly_.to_json(); }
   void restore_anomaly_state(const nlohmann::json& j);
 
+  // The hostname of every rank (gathered once at start-up), for the log and the metrics.
+  const std::vector<std::string>& hosts() const { return hosts_; }
+
  private:
   const TrainConfig& cfg_;
   dist::Group& group_;

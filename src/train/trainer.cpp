@@ -148,6 +148,8 @@ struct Trainer::Impl {
   void resume_from(const std::string& dir);
   void keep_global_batch(int64_t rows, int saved_world);
   void log_setup();
+  void log_memory();
+  bool traffic_logged = false;  // the first step's ZeRO-1 collective bytes, said once
   double validation_loss();
   void print_sample(int64_t step);
   void save(int64_t step);
@@ -240,6 +242,7 @@ void Trainer::Impl::setup() {
       storage == ActivationStorage::BF16
           ? fmt::format(" (fp32 storage: {} MiB)", Activations::bytes_needed(config(), B, T) >> 20)
           : std::string());
+  log_memory();
   inputs.assign(size_t(B * T), 0);
   targets.assign(size_t(B * T), 0);
   staging.emplace(device, B * T);
@@ -470,6 +473,26 @@ void Trainer::Impl::log_setup() {
       state_total / (1 << 20), state_max / state_total, sharding);
 }
 
+// Collective: the bytes each rank allocated for what a step holds, read from the buffers
+// themselves (the largest over the ranks: the rank that must fit), in one line that `zaya plan`'s
+// figures are checked against (docs/plan.md).
+void Trainer::Impl::log_memory() {
+  const Optimizer::Memory o = optim->memory();
+  double bytes[] = {double(model->params_bytes()),
+                    double(model->grads_bytes()),
+                    double(o.state),
+                    double(o.bucket),
+                    double(o.shard),
+                    double(o.scratch),
+                    double(acts->bytes())};
+  group.all_reduce(Tensor(bytes, {int64_t(std::size(bytes))}), dist::ReduceOp::Max);
+  log_info(
+      "train: memory per rank (bytes, the largest rank's): weights {:.0f}, gradients {:.0f}, "
+      "optimizer state {:.0f}, ZeRO bucket {:.0f}, ZeRO shard {:.0f}, Muon scratch {:.0f}, "
+      "activations {:.0f}",
+      bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6]);
+}
+
 // Collective: the mean over eval_batches global batches, split over the ranks like training.
 double Trainer::Impl::validation_loss() {
   if (!has_val) return NAN;
@@ -645,6 +668,14 @@ void Trainer::Impl::after_step(const StepResult& r) {
   stopped = r.step == opt.stop_at_step || (stop_signal != 0 && !last);
   if (stopped && stop_signal) summary.stop_signal = stop_signal;
   const bool signalled = summary.stop_signal != 0;  // no evaluation or sample: save and go
+  if (!traffic_logged) {  // the buffers the first step handed to the ZeRO-1 collectives
+    traffic_logged = true;
+    log_info(
+        "train: ZeRO-1 collectives of step {} (bytes per rank): reduce-scatter {}, all-gather {} "
+        "({} bucket(s); a ring moves (ranks − 1)/ranks of each in and out of every rank)",
+        r.step, optim->reduce_scatter_bytes(), optim->all_gather_bytes(),
+        world == 1 ? size_t(0) : optim->plan().buckets.size());
+  }
   if (r.step % cfg.log_every == 0 || last) {
     const double rate = double(tokens_since_log) / since_log.seconds();
     const double eta = double(cfg.steps - r.step) * double(r.tokens) / rate;
@@ -680,8 +711,9 @@ void Trainer::Impl::after_step(const StepResult& r) {
                         {"skipped", state.skipped},
                         {"expert_load_entropy", r.expert_load_entropy},
                         {"time", wall.seconds()}};
-    if (world > 1) {  // per-rank compute seconds (outside collectives) and the stragglers now
+    if (world > 1) {  // per-rank compute seconds (outside collectives), hosts, stragglers now
       j["rank_compute_s"] = rank_seconds;
+      j["rank_hosts"] = recovery->hosts();
       j["stragglers"] = recovery->stragglers();
     }
     if (!std::isnan(val_loss)) j["val_loss"] = val_loss;  // on its step's line (zaya plot)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/optimizer_shards.h"
 #include "io/file.h"
 #include "io/safetensors.h"
 #include "io/zaya_config.h"
@@ -544,6 +545,31 @@ TEST_F(OptimizerShards, DestinationSlicesOutsideTheLayoutOrTheirTensor) {
   d.slices = {{"adamw.m.bias", -1, Tensor(f.data(), {10})}};
   expect_error([&] { load(d); },
                {"optimizer destination [-1, 9) is outside 'adamw.m.bias' (35 elements)"});
+}
+
+// optimizer_shard_file_bytes and OptimizerShardSizer give the size write_optimizer_shard writes
+// (whole tensors, slices, an empty shard), from the slices' shapes alone.
+TEST(OptimizerShardSize, IsTheSizeWritten) {
+  const ScratchDir dir;
+  std::vector<float> data(635);
+  OptimizerShard shard;
+  for (const LayoutEntry& e : kLayout) shard.layout.emplace_back(e.name, e.shape);
+  const OptimizerShardSizer sizer(shard.layout);
+  const std::vector<std::vector<OptimizerSlice>> cases = {
+      {},
+      {{"muon.momentum.w1", 0, Tensor(data.data(), {300})}},
+      {{"muon.momentum.w1", 100, Tensor(data.data(), {200})},
+       {"adamw.v.w1", 0, Tensor(data.data(), {30, 10})},
+       {"adamw.m.bias", 3, Tensor(data.data(), {32})}}};
+  for (size_t k = 0; k < cases.size(); ++k) {
+    shard.slices = cases[k];
+    const std::string path = dir / ("s" + std::to_string(k) + ".safetensors");
+    write_optimizer_shard(path, shard, int(k), 3);
+    const uint64_t written = fs::file_size(path);
+    for (OptimizerSlice& s : shard.slices) s.data.data = nullptr;
+    EXPECT_EQ(optimizer_shard_file_bytes(shard, int(k), 3), written) << k;
+    EXPECT_EQ(sizer.bytes(shard.slices, int(k), 3), written) << k;
+  }
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // files' tensor types follow the mixed policy (quant/policy.h), --blanket and --keep; the texts a
 // model needs are embedded; every tensor dequantizes to within its type's error of the original;
 // a GGUF source gives the same file as its directory; the size and bits per weight are printed;
-// bad flags are one clear error line.
+// bad flags are one clear error line. The tokenizer.ggml.* arrays beside zaya.tokenizer_json
+// rebuild, alone, the tokenizer (toy and Gemma 3) with its special ids; a GGUF source is known by
+// its magic whatever its name, and a file that is neither is an error naming it.
 #include <unistd.h>
 
 #include <cmath>
@@ -13,11 +15,17 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "chat_model_dir.h"
 #include "cli_util.h"
+#include "data/tokenizer.h"
+#include "data/tokenizer_gguf.h"
+#include "gemma3_tokenizer.h"
 #include "gguf_community.h"
 #include "infer/gguf_model.h"
+#include "infer/model_files.h"
+#include "infer/model_source.h"
 #include "infer/whole_model_dir.h"
 #include "io/gguf.h"
 #include "io/model_dir.h"
@@ -136,7 +144,113 @@ void expect_within_type_error(const std::string& dir, const std::string& gguf) {
   }
 }
 
+// `in` written again to `out` without the metadata keys `drop` (the tensors byte for byte).
+void rewrite_without(const std::string& in, const std::string& out,
+                     const std::set<std::string>& drop) {
+  const GgufFile f = GgufFile::open(in);
+  GgufWriter w(out);
+  for (const auto& [k, v] : f.metadata())
+    if (!drop.count(k) && k != "general.alignment") w.set(k, v);
+  for (const GgufTensor& t : f.tensors()) w.add_tensor(t.name, t.dtype, t.ne);
+  for (const GgufTensor& t : f.tensors()) w.write_tensor(t.name, t.data, t.nbytes);
+  w.finish();
+}
+
+// Model directory `dir` quantized, then stripped of zaya.tokenizer_json and the embedded configs:
+// the GGML arrays alone rebuild a tokenizer that encodes and decodes the corpus (and specials,
+// byte fallbacks, invalid UTF-8) as the directory's tokenizer.json, the GGML ids give the
+// directory's BOS and EOS, and the stripped file generates what the whole file generates.
+void expect_arrays_alone_rebuild(const std::string& dir, const std::string& name) {
+  const std::string out = quantize(dir, name, "--type q8_0");
+  const ZayaConfig c = load_config(dir + "/config.json");
+  {
+    const GgufFile f = GgufFile::open(out);
+    ASSERT_NE(f.find("zaya.tokenizer_json"), nullptr);
+    ASSERT_NE(f.find("tokenizer.ggml.tokens"), nullptr) << "no arrays written";
+    EXPECT_EQ(f.find("tokenizer.ggml.tokens")->items.size(), size_t(c.vocab_size));
+    EXPECT_EQ(f.get_str("tokenizer.ggml.model"), "gemma4");
+  }
+  const std::string stripped = (scratch(name) / "stripped.gguf").string();
+  rewrite_without(
+      out, stripped,
+      {"zaya.tokenizer_json", "zaya.tokenizer_config_json", "zaya.generation_config_json"});
+  const ModelSource d = open_model_source(dir), s = open_model_source(stripped);
+  const SourceTokenizer td = d.require_tokenizer(""), ts = s.require_tokenizer("");
+  EXPECT_EQ(ts.origin, stripped + " (tokenizer.ggml.*)");
+  std::vector<std::string> docs = gemma3_corpus();
+  ASSERT_GT(docs.size(), 100u);
+  docs.push_back(
+      "<bos>Hi  there\n\n\t<start_of_turn>user \xe2\x96\x81\xe2\x96\x81x \xff 🤗<eos>");
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const std::vector<int32_t> ids = td.tok->encode(docs[i]);
+    ASSERT_EQ(ts.tok->encode(docs[i]), ids) << "document " << i << ": " << docs[i].substr(0, 200);
+    ASSERT_EQ(ts.tok->decode(ids), td.tok->decode(ids)) << "document " << i;
+  }
+  EXPECT_EQ(ts.tok->vocab_size(), td.tok->vocab_size());
+  EXPECT_EQ(s.extras.generation_config, stripped + " (tokenizer.ggml.*)");
+  EXPECT_EQ(s.extras.bos_token_id, d.extras.bos_token_id);
+  EXPECT_EQ(s.extras.eos_token_ids, d.extras.eos_token_ids);
+  EXPECT_EQ(bos_id(s.config, s.extras, ts.tok.get()), bos_id(d.config, d.extras, td.tok.get()));
+  std::vector<int32_t> es = eos_ids(s.config, s.extras, ts.tok.get()),
+                       ed = eos_ids(d.config, d.extras, td.tok.get());
+  std::sort(es.begin(), es.end());
+  std::sort(ed.begin(), ed.end());
+  EXPECT_EQ(es, ed);
+  const std::string gen =
+      " --prompt \"The capital of France\" --max-new-tokens 6 --temperature 0 --quiet";
+  const CliResult a = run("generate --model " + out + gen),
+                  b = run("generate --model " + stripped + gen);
+  EXPECT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(b.code, 0) << b.err;
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_EQ(b.out, a.out);
+}
+
 }  // namespace
+
+// The toy tokenizer (committed) through the GGML arrays alone.
+TEST(CliQuantize, ToyTokenizerFromTheArraysAlone) {
+  expect_arrays_alone_rebuild(wide_model_dir(), "arrays_toy");
+}
+
+// The real Gemma 3 tokenizer (with ZAYA's special tokens, padded to ZAYA1's 262,272 ids) through
+// the GGML arrays alone.
+TEST(CliQuantize, Gemma3TokenizerFromTheArraysAlone) {
+  const std::string& dir = zaya_chat_model_dir();
+  if (dir.empty()) GTEST_SKIP() << gemma3_missing_message();
+  expect_arrays_alone_rebuild(dir, "arrays_gemma3");
+}
+
+// GGUF or directory is the file's magic, not its name: a GGUF file named model.bin quantizes as
+// the .gguf it is; a file of another kind outside a model directory, and a .gguf that is not one,
+// are one error line naming the path.
+TEST(CliQuantize, GgufIsKnownByItsMagic) {
+  const std::string dir = wide_model_dir();
+  const std::string f32 = quantize(dir, "magic_f32", "--type q8_0 --keep '.*=f32'");
+  const fs::path s = scratch("magic");
+  const std::string bin = (s / "model.bin").string();
+  fs::copy_file(f32, bin);
+  const GgufFile direct = GgufFile::open(quantize(f32, "magic_direct", "--type q8_0"));
+  const GgufFile via = GgufFile::open(quantize(bin, "magic_via", "--type q8_0"));
+  ASSERT_EQ(via.tensors().size(), direct.tensors().size());
+  for (size_t i = 0; i < via.tensors().size(); ++i) {
+    const GgufTensor &a = direct.tensors()[i], &b = via.tensors()[i];
+    ASSERT_EQ(a.nbytes, b.nbytes) << a.name;
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << a.name;
+  }
+  const std::string out = (s / "out.gguf").string();
+  const std::string notes = (s / "notes.txt").string();
+  std::ofstream(notes) << "not a model";
+  CliResult r = run("quantize --model " + notes + " --type q8_0 --out " + out);
+  expect_user_error(r, notes);
+  expect_contains(r.err, "not a GGUF file");
+  const std::string fake = (s / "fake.gguf").string();
+  std::ofstream(fake) << "GGML and more bytes than a magic";
+  r = run("quantize --model " + fake + " --type q8_0 --out " + out);
+  expect_user_error(r, fake);
+  expect_contains(r.err, "not a GGUF file");
+  EXPECT_FALSE(fs::exists(out));
+}
 
 // The ZAYA1-8B-like directory at q4_k_m: rows of 64 hold no K block, so attention and experts
 // fall back to Q5_0 (and say so); the policy's Q8_0/F16/F32 choices stand; every text is embedded.

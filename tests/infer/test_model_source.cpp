@@ -8,7 +8,8 @@
 // errors naming the file. InferModel::load picks the loader from the path, and reports the
 // dominant matrix dtype and the bytes it holds. Files as the community converters write them
 // (tests/gguf_community.h, both namings) run as the directory too, and their SentencePiece-style
-// token list without merges is no tokenizer, said so.
+// token list without merges is no tokenizer, said so. Messages about a GGUF file's config name the
+// file and the key the value came from, not config.json.
 #include "infer/model_source.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,8 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
+#include "infer/model_files.h"
+#include "infer/whole_model_dir.h"
 #include "test_util.h"
 
 using namespace zaya;
@@ -234,4 +237,38 @@ TEST(ModelSource, CommunityFilesRunAsTheirDirectory) {
     EXPECT_FALSE(t.tok);
     EXPECT_NE(t.why_not.find("no tokenizer.ggml.merges"), std::string::npos) << t.why_not;
   }
+}
+
+// The context and vocabulary limits of a GGUF file are named by the file and its key: zaya's own
+// files (zaya.config_json) and the community's (zaya.context_length, token_embd.weight's rows); a
+// directory's by config.json.
+TEST(ModelSource, GgufConfigMessagesNameTheFileAndTheKey) {
+  ScratchDir dir;
+  const std::string model = dir / "model", own = dir / "own.gguf", theirs = dir / "theirs.gguf";
+  save_whole_model_dir(model, 512);
+  write_model_gguf(model, own);
+  write_community_gguf(theirs, tiny_toy_model(), CommunityScheme::B, {});
+  auto past_context = [](const ModelSource& s) {
+    return error_of(
+        [&] { (void)choose_context(s.config, s.extras, s.config.max_position_embeddings + 1); });
+  };
+  auto bos_past_vocab = [](const ModelSource& s) {
+    ModelExtras x = s.extras;
+    x.bos_token_id = s.config.vocab_size;
+    return error_of([&] { (void)bos_id(s.config, x, nullptr); });
+  };
+  const ModelSource a = open_model_source(own), b = open_model_source(theirs),
+                    d = open_model_source(model);
+  std::string msg = past_context(a);
+  expect_contains(msg, own + " zaya.config_json max_position_embeddings");
+  EXPECT_EQ(msg.find("(config.json"), std::string::npos) << msg;
+  expect_contains(bos_past_vocab(a), own + " zaya.config_json vocab_size");
+  msg = past_context(b);
+  expect_contains(msg, theirs + " zaya.context_length");
+  EXPECT_EQ(msg.find("config.json"), std::string::npos) << msg;
+  msg = bos_past_vocab(b);
+  expect_contains(msg, theirs + " token_embd.weight ne[1]");
+  EXPECT_EQ(msg.find("config.json"), std::string::npos) << msg;
+  expect_contains(past_context(d), "(config.json max_position_embeddings)");
+  expect_contains(bos_past_vocab(d), "(config.json vocab_size)");
 }

@@ -265,6 +265,14 @@ TEST_F(MultiHostTrain, ZeroOneOnThreeHostsEqualsOneProcessAndResumesOnTwo) {
   std::printf("3 hosts: %s ZeRO-1 buckets reduced during the backward\n", m[1].str().c_str());
   test::expect_contains(three, "straggler: rank 1 (zmh2)");
   test::expect_contains(three, "straggler: rank 2 (zmh3)");
+  {  // the metrics name every rank's host
+    std::ifstream f(*dir_ / "three.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(f, line));
+    EXPECT_EQ(json::parse(line).at("rank_hosts"),
+              json(std::vector<std::string>{"zmh1", "zmh2", "zmh3"}))
+        << line;
+  }
 
   const std::string resume = "checkpoint.resume=" + *dir_ / "three_ckpt/step_00000006";
   const std::string two =

@@ -328,3 +328,32 @@ TEST(SafeTensors, SaveErrors) {
       {"'u'", "no data"});
   EXPECT_FALSE(fs::exists(dir / "x.safetensors"));
 }
+
+// safetensors_file_bytes is the size save_safetensors writes, from the shapes alone (metadata
+// whose values need escaping included), and a long value can be sized apart (extra_header_bytes).
+TEST(SafeTensors, FileBytesAreTheSizeWritten) {
+  ScratchDir dir;
+  std::vector<float> a(7), b(12);
+  std::vector<uint16_t> c(5);
+  const std::vector<std::pair<std::string, Tensor>> tensors = {
+      {"a", Tensor(a.data(), {7})},
+      {"b.w", Tensor(b.data(), {3, 4})},
+      {"c@2", Tensor(c.data(), DType::BF16, {5})}};
+  const std::map<std::string, std::string> meta = {{"format", "pt"},
+                                                   {"layout", "[{\"name\": \"x\\y\"}]"}};
+  for (size_t pad = 0; pad < 9; ++pad) {  // every header padding
+    std::map<std::string, std::string> m = meta;
+    m["z"] = std::string(pad, 'p');
+    const std::string path = dir / ("t" + std::to_string(pad) + ".safetensors");
+    save_safetensors(path, tensors, m);
+    const uint64_t written = std::filesystem::file_size(path);
+    std::vector<std::pair<std::string, Tensor>> shapes = tensors;
+    for (auto& nt : shapes) nt.second.data = nullptr;  // the size needs no data
+    EXPECT_EQ(safetensors_file_bytes(shapes, m), written) << pad;
+    // The layout value sized apart: its escaped bytes added to an empty one's header.
+    const std::string escaped = nlohmann::json(m["layout"]).dump();
+    std::map<std::string, std::string> empty = m;
+    empty["layout"] = "";
+    EXPECT_EQ(safetensors_file_bytes(shapes, empty, escaped.size() - 2), written) << pad;
+  }
+}
