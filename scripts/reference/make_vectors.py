@@ -115,6 +115,15 @@ def make_config(D, Nh, Hk, layers, F, R, V, eps=1e-5, theta=10000, prf=0.5, mod=
     return cfg
 
 
+def with_windows(cfg, windows, swa_theta):
+    """The config with sliding-window CCA layers (legacy-schema names: one window per sub-layer in
+    `swa_layers`, 0 = full attention, and the windowed layers' RoPE theta `swa_rotary_base`)."""
+    cfg = copy.deepcopy(cfg)
+    cfg["swa_layers"] = list(windows)
+    cfg["swa_rotary_base"] = swa_theta
+    return cfg
+
+
 # name, description, config, B, T, balancing-bias overrides {layer: {class: value}}, requirements
 CASES = [
     dict(name="tiny_a",
@@ -160,6 +169,19 @@ CASES = [
               "D=32, H_q=2, H_k=2",
          cfg=make_config(32, 4, 2, ["a", 4, "a", 4], F=16, R=8, V=48, prf=1.0),
          B=3, T=2),
+    dict(name="swa_i",
+         desc="sliding-window CCA layers (docs/model.md §4.9) mixed with full ones, windows [3,-,1,-,0] "
+              "(W=3 < T, W=1: a query sees only itself, full), swa_rotary_base 500 vs rope_theta 1e4; "
+              "D=32, 4 heads (d=8), H_q=2, H_k=1 (G=2), odd T",
+         cfg=with_windows(make_config(32, 4, 1, ["a", 4, "a", 4, "a"], F=16, R=8, V=64),
+                          [3, 0, 1, 0, 0], 500.0),
+         B=2, T=11),
+    dict(name="swa_j",
+         desc="windows larger and smaller than T [20,-,5,-] with GQA group 4 (D=64, 8 heads, H_q=4, "
+              "H_k=1), rope_theta 5e6 for full layers and 1e4 for windowed ones (the 74B's defaults)",
+         cfg=with_windows(make_config(64, 8, 1, ["a", 3, "a", 3], F=16, R=8, V=48, theta=5000000),
+                          [20, 0, 5, 0], 10000.0),
+         B=2, T=13),
 ]
 
 
