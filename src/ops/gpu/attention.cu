@@ -1,8 +1,14 @@
-// attention_forward / attention_backward on the GPU: causal GQA flash attention (docs/model.md §4.7,
-// §8.5), the same algorithm as ops/cpu/attention.cpp. q[B,T,Hq,d], k,v[B,T,Hk,d], query head h
-// reads kv head h/G (G = Hq/Hk); scores S = (q/√d)·kᵀ with q pre-scaled when its tile is loaded;
+// attention_forward / attention_backward on the GPU: causal GQA flash attention (docs/model.md
+// §4.7, §8.5), the same algorithm as ops/cpu/attention.cpp. q[B,T,Hq,d], k,v[B,T,Hk,d], query head
+// h reads kv head h/G (G = Hq/Hk); scores S = (q/√d)·kᵀ with q pre-scaled when its tile is loaded;
 // online softmax in f32; lse[B,Hq,T] saved for the backward, which recomputes P = exp(S − lse)
 // tile by tile. No T×T buffer: shared-memory tiles of Q, K, V and one score tile per block.
+//
+// Sliding window (`window` W > 0, ops/ops.h): query t sees keys t − W + 1 … t. Every loop visits
+// only the key (query) tiles that hold a visible pair for some row of its own tile, so a windowed
+// call costs O(T·W): a tile partly outside the window is masked element by element, a tile wholly
+// outside is never loaded. The kernels take w = 0 for "every earlier key" (the host maps W ≥ Tk to
+// 0, which is the same mask: the plain causal kernels run then, bit for bit).
 //
 // A block is 256 threads seen as a 16 × 16 grid (tx = tid % 16, ty = tid / 16). A thread owns RM
 // consecutive rows (ty·RM + i) of every product it takes part in and RN columns: in a score
@@ -14,11 +20,13 @@
 // threads of a thread row (16 aligned lanes of one warp, on 32- and 64-lane warps alike).
 //
 // Kernels (every output element is written by one thread in a fixed order: deterministic):
-//   flash_forward_kernel  block (b·Hq + h, query tile), key tiles 0 … the diagonal;
+//   flash_forward_kernel  block (b·Hq + h, query tile), key tiles from the window's start (0
+//                         without one) … the diagonal;
 //   row_dot_kernel        Δ[b,h,t] = ⟨dO, O⟩, one warp per row;
 //   dkv_kernel            block (b·Hk + g, key tile): the G heads of g, then query tiles from
-//                         the diagonal on; dK, dV accumulate in registers (GQA sum inside);
-//   dq_kernel             block (b·Hq + h, query tile), key tiles 0 … the diagonal.
+//                         the diagonal to the last query whose window reaches the tile; dK, dV
+//                         accumulate in registers (GQA sum inside);
+//   dq_kernel             block (b·Hq + h, query tile), key tiles as the forward's.
 // Tile sizes per DP keep shared memory within 64 KiB on AMD (kSmallLds) up to head size 128 (above,
 // even 16-row tiles need more: set_smem's error names ZAYA_GPU_ATTENTION=gemm) and use NVIDIA's
 // opt-in shared memory (set_smem) above 48 KiB.
@@ -161,6 +169,11 @@ __device__ __forceinline__ void load_tile(float* dst, int ld, const float* src, 
   }
 }
 
+// The first key position p sees under window w (0: every earlier key); may be negative.
+__device__ __forceinline__ int first_key(int p, int w) {
+  return w > 0 ? p - w + 1 : 0;
+}
+
 // Max / sum over the 16 threads of a thread row (16 aligned consecutive lanes of one warp).
 __device__ __forceinline__ float row16_max(float v) {
   for (int m = kTile / 2; m > 0; m /= 2) v = fmaxf(v, ZAYA_SHFL_XOR(v, m));
@@ -172,8 +185,8 @@ __device__ __forceinline__ float row16_sum(float v) {
 }
 
 // Flash forward over one (b, query head, query tile): q[B,Tq,Hq,d], k,v[B,Tk,Hk,d] with Tk ≥ Tq;
-// query row t sits at position t + (Tk − Tq) and sees keys τ ≤ that position. o[B,Tq,Hq,d];
-// lse[B,Hq,Tq] (may be null). Grid (B·Hq, query tiles), the longest rows first.
+// query row t sits at position p = t + (Tk − Tq) and sees keys first_key(p, w) ≤ τ ≤ p.
+// o[B,Tq,Hq,d]; lse[B,Hq,Tq] (may be null). Grid (B·Hq, query tiles), the longest rows first.
 // Shared: Q[BQ][DP+4] (scaled), KV[BK][DP+4] (K, then V, of one key tile), P[BQ][BK+4].
 template <int DP, int BQ, int BK>
 constexpr int forward_smem_floats() {
@@ -184,8 +197,8 @@ template <int DP, int BQ, int BK>
 __global__ __launch_bounds__(kThreads) void flash_forward_kernel(float* o, float* lse,
                                                                  const float* q, const float* k,
                                                                  const float* v, int Tq, int Tk,
-                                                                 int Hq, int Hk, int d, float scale,
-                                                                 bool vec) {
+                                                                 int Hq, int Hk, int d, int w,
+                                                                 float scale, bool vec) {
   constexpr int LD = DP + 4, LP = BK + 4, RM = BQ / kTile, RS = BK / kTile, RN = DP / kTile;
   extern __shared__ float4 smem4[];
   float* sQ = reinterpret_cast<float*>(smem4);
@@ -205,10 +218,12 @@ __global__ __launch_bounds__(kThreads) void flash_forward_kernel(float* o, float
 #pragma unroll
     for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;
   }
-  // Keys 0 … last are visible to some row of the tile; padding rows (t ≥ Tq) see keys ≤ Tk − 1.
+  // Keys first … last are visible to some row of the tile (its first row's window starts it);
+  // padding rows (t ≥ Tq) see keys ≤ Tk − 1.
   const int last = min(t0 + BQ - 1 + off, Tk - 1);
+  const int first = max(0, first_key(t0 + off, w));
   const int tiles = last / BK + 1;
-  for (int jt = 0; jt < tiles; ++jt) {
+  for (int jt = first / BK; jt < tiles; ++jt) {
     const int tau0 = jt * BK, nk = min(BK, Tk - tau0);
     const int64_t kv0 = ((int64_t(b) * Tk + tau0) * Hk + g) * d;
     __syncthreads();  // the previous tile's P·V is done with sKV and sP
@@ -219,19 +234,25 @@ __global__ __launch_bounds__(kThreads) void flash_forward_kernel(float* o, float
     mm_nt<RM, RS, DP>(s, sQ, LD, sKV, LD, ty, tx);
 #pragma unroll
     for (int i = 0; i < RM; ++i) {
-      const int lim = min(t0 + ty * RM + i + off, Tk - 1);  // last key this row sees
+      const int pos = t0 + ty * RM + i + off;
+      const int lim = min(pos, Tk - 1), lo = first_key(pos, w);  // the keys this row sees
       float mx = -INFINITY;
 #pragma unroll
       for (int j = 0; j < RS; ++j) {
-        if (tau0 + tx + kTile * j > lim) s[i][j] = -INFINITY;
+        const int tau = tau0 + tx + kTile * j;
+        if (tau > lim || tau < lo) s[i][j] = -INFINITY;
         mx = fmaxf(mx, s[i][j]);
       }
-      const float m_new = fmaxf(m[i], row16_max(mx));  // finite: key 0 is in the first tile
-      const float alpha = expf(m[i] - m_new);          // 0 on the first tile
+      // m_new is −∞ only while a windowed row has met none of its keys yet (its window starts in
+      // a later tile): exponents then use 0, so p = 0, α = 0 and the row stays empty. Without a
+      // window key 0 is in the first tile and m_new is finite.
+      const float m_new = fmaxf(m[i], row16_max(mx));
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      const float alpha = expf(m[i] - m_use);  // 0 on the row's first tile
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < RS; ++j) {
-        const float p = expf(s[i][j] - m_new);
+        const float p = expf(s[i][j] - m_use);
         sum += p;
         sP[(ty * RM + i) * LP + tx + kTile * j] = p;
       }
@@ -279,9 +300,11 @@ __global__ void row_dot_kernel(float* D, const float* dout, const float* o, int6
   }
 }
 
-// dQ over one (b, query head h, query tile): key tiles 0 … the diagonal. Shared: Q (scaled) and
+// dQ over one (b, query head h, query tile): key tiles from the tile's first row's window start
+// (0 without a window) … the diagonal. Shared: Q (scaled) and
 // dO [BQ][DP+4] of the tile, K and V [BK][DP+4] of a key tile, dS [BQ][BK+4].
-// dQ = scale · Σ_j dS_j · K_j with dS = P ⊙ (dP − Δ), P = exp(S − lse) on τ ≤ t, dP = dO·Vᵀ.
+// dQ = scale · Σ_j dS_j · K_j with dS = P ⊙ (dP − Δ), P = exp(S − lse) on the visible keys
+// first_key(t, w) ≤ τ ≤ t, dP = dO·Vᵀ.
 template <int DP, int BQ, int BK>
 constexpr int dq_smem_floats() {
   return 2 * BQ * (DP + 4) + 2 * BK * (DP + 4) + BQ * (BK + 4);
@@ -291,7 +314,7 @@ template <int DP, int BQ, int BK>
 __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* dout, const float* q,
                                                       const float* k, const float* v,
                                                       const float* lse, const float* D, int T,
-                                                      int Hq, int Hk, int d, float scale,
+                                                      int Hq, int Hk, int d, int w, float scale,
                                                       bool vec) {
   constexpr int LD = DP + 4, LP = BK + 4, RM = BQ / kTile, RS = BK / kTile, RN = DP / kTile;
   extern __shared__ float4 smem4[];
@@ -317,7 +340,7 @@ __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* do
     for (int j = 0; j < RN; ++j) acc[i][j] = 0.f;
   }
   const int tiles = (t0 + nq - 1) / BK + 1;
-  for (int jt = 0; jt < tiles; ++jt) {
+  for (int jt = max(0, first_key(t0, w)) / BK; jt < tiles; ++jt) {
     const int tau0 = jt * BK, nk = min(BK, T - tau0);
     const int64_t kv0 = ((int64_t(b) * T + tau0) * Hk + g) * d;
     __syncthreads();  // the previous tile's dS·K is done with sK and sdS
@@ -331,7 +354,8 @@ __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* do
       const int t = t0 + ty * RM + i;
 #pragma unroll
       for (int j = 0; j < RS; ++j) {
-        const bool visible = tau0 + tx + kTile * j <= t && t < T;
+        const int tau = tau0 + tx + kTile * j;
+        const bool visible = tau <= t && tau >= first_key(t, w) && t < T;
         const float p = visible ? expf(s[i][j] - lse_r[i]) : 0.f;
         sdS[(ty * RM + i) * LP + tx + kTile * j] = visible ? p * (dp[i][j] - D_r[i]) : 0.f;
       }
@@ -353,9 +377,10 @@ __global__ __launch_bounds__(kThreads) void dq_kernel(float* dq, const float* do
 }
 
 // dK, dV over one (b, kv head g, key tile): the G query heads of g, each over the query tiles from
-// the diagonal on. Rows are keys here: Sᵀ = K·Qsᵀ, dPᵀ = V·dOᵀ, then dV += Pᵀ·dO and
-// dK += dSᵀ·Qs (Qs already carries 1/√d). Shared: K, V [BK][DP+4]; Q (scaled), dO [BQ][DP+4] of a
-// query tile; Pᵀ, dSᵀ [BK][BQ+4]; lse and Δ of the query tile [BQ].
+// the diagonal to the last that holds a query whose window reaches the tile (T without a window).
+// Rows are keys here: Sᵀ = K·Qsᵀ, dPᵀ = V·dOᵀ, then dV += Pᵀ·dO and dK += dSᵀ·Qs (Qs already
+// carries 1/√d). Shared: K, V [BK][DP+4]; Q (scaled), dO [BQ][DP+4] of a query tile; Pᵀ, dSᵀ
+// [BK][BQ+4]; lse and Δ of the query tile [BQ].
 template <int DP, int BK, int BQ>
 constexpr int dkv_smem_floats() {
   return 2 * BK * (DP + 4) + 2 * BQ * (DP + 4) + 2 * BK * (BQ + 4) + 2 * BQ;
@@ -366,7 +391,7 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
                                                        const float* q, const float* k,
                                                        const float* v, const float* lse,
                                                        const float* D, int T, int Hq, int Hk, int d,
-                                                       float scale, bool vec) {
+                                                       int w, float scale, bool vec) {
   constexpr int LD = DP + 4, LQ = BQ + 4, RM = BK / kTile, RS = BQ / kTile, RN = DP / kTile;
   extern __shared__ float4 smem4[];
   float* sK = reinterpret_cast<float*>(smem4);
@@ -387,7 +412,9 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
   float dK[RM][RN], dV[RM][RN];
   zero(dK);
   zero(dV);
-  const int qtiles = (T + BQ - 1) / BQ, i0 = tau0 / BQ;
+  // Query t sees key τ iff τ ≤ t < τ + w: the tile's last key is seen up to t = tau0 + BK − 2 + w.
+  const int qend = w > 0 ? min(T, tau0 + BK - 1 + w) : T;
+  const int qtiles = (qend + BQ - 1) / BQ, i0 = tau0 / BQ;
   for (int h = g * G; h < (g + 1) * G; ++h) {
     for (int it = i0; it < qtiles; ++it) {
       const int t0 = it * BQ, nq = min(BQ, T - t0);
@@ -409,7 +436,7 @@ __global__ __launch_bounds__(kThreads) void dkv_kernel(float* dk, float* dv, con
 #pragma unroll
         for (int j = 0; j < RS; ++j) {
           const int c = tx + kTile * j, t = t0 + c;
-          const bool visible = key <= t && t < T;
+          const bool visible = key <= t && (w == 0 || t - key < w) && t < T;
           const float p = visible ? expf(st[i][j] - sL[c]) : 0.f;
           sPt[(ty * RM + i) * LQ + c] = p;
           sdSt[(ty * RM + i) * LQ + c] = visible ? p * (dpt[i][j] - sD[c]) : 0.f;
@@ -513,9 +540,15 @@ void check_grid(int64_t T, int64_t B, int64_t H) {
 
 }  // namespace
 
+int kernel_window(int64_t window, int64_t Tk) {
+  return window <= 0 || window >= Tk ? 0 : int(window);
+}
+
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
-                             int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d) {
+                             int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d,
+                             int64_t window) {
   check_grid(Tk, B, Hq);
+  const int w = kernel_window(window, Tk);
   with_padded_head(d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
     constexpr int BQ = ForwardTiles<DP>::BQ, BK = ForwardTiles<DP>::BK;
@@ -523,7 +556,7 @@ void flash_attention_forward(float* o, float* lse, const float* q, const float* 
     set_smem(reinterpret_cast<const void*>(&flash_forward_kernel<DP, BQ, BK>), smem);
     const dim3 grid(unsigned(B * Hq), unsigned((Tq + BQ - 1) / BQ));
     flash_forward_kernel<DP, BQ, BK><<<grid, kThreads, smem, stream()>>>(
-        o, lse, q, k, v, int(Tq), int(Tk), int(Hq), int(Hk), int(d), 1.0f / std::sqrt(float(d)),
+        o, lse, q, k, v, int(Tq), int(Tk), int(Hq), int(Hk), int(d), w, 1.0f / std::sqrt(float(d)),
         vec_ok(d, DP, {q, k, v}));
     ZAYA_GPU_LAUNCH_CHECK();
   });
@@ -537,20 +570,18 @@ using namespace zaya::gpu;
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
                        const Tensor& v, int64_t window) {
-  if (window > 0) fail("attention_forward: window {}: no GPU sliding-window kernel yet", window);
   const Dims s = attention_dims(q, k);
   check_grid(s.T, s.B, s.Hq);
   if (gpu_attention_path() == GpuAttentionPath::Gemm)
     return gemm_attention_forward(o.ptr<float>(), lse.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
-                                  v.ptr<float>(), s.B, s.T, s.Hq, s.Hk, s.d);
+                                  v.ptr<float>(), s.B, s.T, s.Hq, s.Hk, s.d, window);
   flash_attention_forward(o.ptr<float>(), lse.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
-                          v.ptr<float>(), s.B, s.T, s.T, s.Hq, s.Hk, s.d);
+                          v.ptr<float>(), s.B, s.T, s.T, s.Hq, s.Hk, s.d, window);
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
                         const Tensor& lse, int64_t window) {
-  if (window > 0) fail("attention_backward: window {}: no GPU sliding-window kernel yet", window);
   const Dims s = attention_dims(q, k);
   check_grid(s.T, s.B, s.Hq);
   const int64_t rows = s.B * s.T * s.Hq;
@@ -561,7 +592,9 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   if (gpu_attention_path() == GpuAttentionPath::Gemm)
     return gemm_attention_backward(dq.ptr<float>(), dk.ptr<float>(), dv.ptr<float>(),
                                    do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
-                                   lse.ptr<float>(), delta.as<float>(), s.B, s.T, s.Hq, s.Hk, s.d);
+                                   lse.ptr<float>(), delta.as<float>(), s.B, s.T, s.Hq, s.Hk, s.d,
+                                   window);
+  const int w = kernel_window(window, s.T);
   const float scale = 1.0f / std::sqrt(float(s.d));
   with_padded_head(s.d, [&](auto dp) {
     constexpr int DP = decltype(dp)::value;
@@ -574,7 +607,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       dkv_kernel<DP, BK, BQ><<<grid, kThreads, smem, stream()>>>(
           dk.ptr<float>(), dv.ptr<float>(), do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(),
           v.ptr<float>(), lse.ptr<float>(), delta.as<float>(), int(s.T), int(s.Hq), int(s.Hk),
-          int(s.d), scale, vec);
+          int(s.d), w, scale, vec);
       ZAYA_GPU_LAUNCH_CHECK();
     }
     {
@@ -584,7 +617,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       const dim3 grid(unsigned(s.B * s.Hq), unsigned((s.T + BQ - 1) / BQ));
       dq_kernel<DP, BQ, BK><<<grid, kThreads, smem, stream()>>>(
           dq.ptr<float>(), do_.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
-          lse.ptr<float>(), delta.as<float>(), int(s.T), int(s.Hq), int(s.Hk), int(s.d), scale,
+          lse.ptr<float>(), delta.as<float>(), int(s.T), int(s.Hq), int(s.Hk), int(s.d), w, scale,
           vec);
       ZAYA_GPU_LAUNCH_CHECK();
     }

@@ -7,11 +7,18 @@
 namespace zaya::gpu {
 
 // Causal GQA flash attention on stream(): q[B,Tq,Hq,d], k,v[B,Tk,Hk,d] (Tk ≥ Tq, Hk | Hq,
-// 1 ≤ d ≤ kFlashMaxHead); query row t sits at position t + Tk − Tq and sees keys 0 … that position;
-// query head h reads kv head h/(Hq/Hk). Scores (q/√d)·k, online softmax in f32. o[B,Tq,Hq,d];
-// lse[B,Hq,Tq] = log-sum-exp of each score row (null: not written).
+// 1 ≤ d ≤ kFlashMaxHead); query row t sits at position p = t + Tk − Tq and sees keys 0 … p, or
+// with window > 0 only the last `window` of them, p − window + 1 … p (ops/ops.h's convention: the
+// query itself counts); query head h reads kv head h/(Hq/Hk). Scores (q/√d)·k, online softmax in
+// f32. o[B,Tq,Hq,d]; lse[B,Hq,Tq] = log-sum-exp of each score row (null: not written). A windowed
+// call visits only the key tiles inside some row's window: O(Tq·window).
 void flash_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
-                             int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d);
+                             int64_t B, int64_t Tq, int64_t Tk, int64_t Hq, int64_t Hk, int64_t d,
+                             int64_t window = 0);
+
+// The kernels' window for a call's `window` over Tk keys: 0 (every earlier key) where window ≤ 0
+// or window ≥ Tk — the same mask, so such calls run the plain causal code — else window.
+int kernel_window(int64_t window, int64_t Tk);
 
 // The largest head size of the flash kernels: their tiles are padded to 16, 32, 64, 128 or 256,
 // and AMD's 64 KiB of shared memory per block holds them up to 128 (attention.cu's tile sizes).
@@ -37,12 +44,15 @@ enum class GpuAttentionPath { Flash, Gemm };
 GpuAttentionPath gpu_attention_path();
 
 // attention_gemm.cu: the same contract as the flash path (q[B,T,Hq,d], k,v[B,T,Hk,d],
-// o[B,T,Hq,d], lse[B,Hq,T], Tq = Tk = T). The backward takes Δ[B,Hq,T] = ⟨dO, O⟩ per row and
-// overwrites dq, dk, dv.
+// o[B,T,Hq,d], lse[B,Hq,T], Tq = Tk = T, the same window). The backward takes Δ[B,Hq,T] = ⟨dO, O⟩
+// per row and overwrites dq, dk, dv. A windowed call's score blocks span only the keys their rows'
+// windows reach: O(T·window).
 void gemm_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
-                            int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d);
+                            int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d,
+                            int64_t window = 0);
 void gemm_attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                              const float* k, const float* v, const float* lse, const float* delta,
-                             int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d);
+                             int64_t B, int64_t T, int64_t Hq, int64_t Hk, int64_t d,
+                             int64_t window = 0);
 
 }  // namespace zaya::gpu

@@ -1,16 +1,17 @@
 // attention_cached_forward on the GPU: causal GQA attention of L new queries over one sequence's
-// K/V cache (docs/model.md §4.7–4.8), forward only, F32; the algorithm of ops/cpu/attention_cached.cpp.
-// q[L,Hq,d], k,v[S,Hk,d], o[L,Hq,d]; query i sits at position S−L+i and sees keys 0…S−L+i; query
-// head h reads kv head g = h/G. Scores (q/√d)·k, softmax in f32.
+// K/V cache (docs/model.md §4.7–4.8), forward only, F32; the algorithm of
+// ops/cpu/attention_cached.cpp. q[L,Hq,d], k,v[S,Hk,d], o[L,Hq,d]; query i sits at position p =
+// S−L+i and sees keys lo(i)…p, lo(i) = 0, or with a window W > 0 max(0, p − W + 1) (ops/ops.h);
+// query head h reads kv head g = h/G. Scores (q/√d)·k, softmax in f32.
 //
-// Decode (L ≤ kSplitMaxL): split-key "flash decoding". The keys of query i are cut into chunks of
-// kChunk; one block per (chunk, query, kv head) computes, for the G heads of the group together
-// (each K and V row is read once for the group), m = max s, p = e^{s−m}, l = Σ p, acc = Σ p·v into
-// a partial buffer; a combine pass merges the partials in chunk order (m' = max(m, m_c),
-// acc' = acc·e^{m−m'} + acc_c·e^{m_c−m'}, l likewise) and writes o = acc/l. Fixed chunking and
-// merge order: deterministic.
-// Prefill over a cache (L > kSplitMaxL): the flash forward of ops/gpu/attention.cu with the
-// queries offset by S − L (no lse).
+// Decode (L ≤ kSplitMaxL): split-key "flash decoding". The keys lo(i)…p of query i are cut into
+// chunks of kChunk from lo(i) on (a windowed query reads at most ⌈W/kChunk⌉ chunks); one block per
+// (chunk, query, kv head) computes, for the G heads of the group together (each K and V row is read
+// once for the group), m = max s, p = e^{s−m}, l = Σ p, acc = Σ p·v into a partial buffer; a
+// combine pass merges the partials in chunk order (m' = max(m, m_c), acc' = acc·e^{m−m'} +
+// acc_c·e^{m_c−m'}, l likewise) and writes o = acc/l. Fixed chunking and merge order:
+// deterministic. Prefill over a cache (L > kSplitMaxL): the flash forward of ops/gpu/attention.cu
+// with the queries offset by S − L and the same window (no lse).
 #include <cmath>
 #include <cstdint>
 
@@ -27,9 +28,14 @@ namespace {
 constexpr int kChunk = kDecodeChunk;     // keys per chunk (as the CPU)
 constexpr int kSplitMaxL = kDecodeMaxL;  // more new queries than this: the flash forward
 
-// Number of key chunks query i sees (keys 0 … S−L+i).
-__host__ __device__ inline int chunks_of(int i, int L, int S) {
-  return (S - L + i) / kChunk + 1;
+// The first key query i sees under window w (0: every earlier key).
+__host__ __device__ inline int first_of(int i, int L, int S, int w) {
+  return w > 0 && S - L + i - w + 1 > 0 ? S - L + i - w + 1 : 0;
+}
+
+// Number of key chunks query i sees (keys first_of … S−L+i); non-decreasing in i.
+__host__ __device__ inline int chunks_of(int i, int L, int S, int w) {
+  return (S - L + i - first_of(i, L, S, w)) / kChunk + 1;
 }
 
 // One chunk's partial for the G heads of kv head g and query i. Block (chunk c, i·Hk + g).
@@ -38,13 +44,13 @@ __host__ __device__ inline int chunks_of(int i, int L, int S) {
 __global__ __launch_bounds__(kBlock) void chunk_partial_kernel(float* parts, const float* q,
                                                                const float* k, const float* v,
                                                                int L, int S, int Hq, int Hk, int d,
-                                                               int max_chunks, float scale) {
+                                                               int w, int max_chunks, float scale) {
   const int c = blockIdx.x, ig = blockIdx.y, i = ig / Hk, g = ig % Hk, G = Hq / Hk;
-  if (c >= chunks_of(i, L, S)) return;  // the whole block: beyond this query's position
+  if (c >= chunks_of(i, L, S, w)) return;  // the whole block: beyond this query's keys
   extern __shared__ float4 smem4[];
   float* qs = reinterpret_cast<float*>(smem4);
   float* s = qs + G * d;
-  const int tau0 = c * kChunk, n = min(kChunk, S - L + i + 1 - tau0);
+  const int tau0 = first_of(i, L, S, w) + c * kChunk, n = min(kChunk, S - L + i + 1 - tau0);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   const int64_t stride = int64_t(Hk) * d;
   const float* qsrc = q + (int64_t(i) * Hq + int64_t(g) * G) * d;
@@ -93,9 +99,10 @@ __global__ __launch_bounds__(kBlock) void chunk_partial_kernel(float* parts, con
 // Block i·Hk + g; each thread one (head, column) at a time (the m, l merge is recomputed per
 // column, with the same arithmetic as the CPU's).
 __global__ __launch_bounds__(kBlock) void combine_kernel(float* o, const float* parts, int L, int S,
-                                                         int Hq, int Hk, int d, int max_chunks) {
+                                                         int Hq, int Hk, int d, int w,
+                                                         int max_chunks) {
   const int ig = blockIdx.x, i = ig / Hk, g = ig % Hk, G = Hq / Hk;
-  const int nc = chunks_of(i, L, S);
+  const int nc = chunks_of(i, L, S, w);
   const int64_t part = int64_t(G) * (d + 2);
   const float* base = parts + int64_t(ig) * max_chunks * part;
   float* out = o + (int64_t(i) * Hq + int64_t(g) * G) * d;
@@ -119,26 +126,26 @@ __global__ __launch_bounds__(kBlock) void combine_kernel(float* o, const float* 
 
 void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
                               int64_t window) {
-  if (window > 0) fail("attention_cached_forward: window {}: no GPU sliding-window kernel", window);
   const int64_t L = q.size(0), S = k.size(0), Hq = q.size(1), Hk = k.size(1), d = q.size(2);
   ZAYA_ASSERT(S < (int64_t(1) << 30), "attention_cached_forward: S ≥ 2^30 (int offsets)");
   if (L > kSplitMaxL) {
     flash_attention_forward(o.ptr<float>(), nullptr, q.ptr<float>(), k.ptr<float>(), v.ptr<float>(),
-                            1, L, S, Hq, Hk, d);
+                            1, L, S, Hq, Hk, d, window);
     return;
   }
   const int64_t G = Hq / Hk;
   const size_t smem = sizeof(float) * size_t(G * (d + kChunk));
   // Within kDecodeMaxSmem (ops/gpu/support.h); L·Hk blocks on the grid's y.
   ZAYA_ASSERT(L * Hk <= 65535, "attention_cached_forward: L·Hk > 65535 (the launch grid)");
-  const int max_chunks = chunks_of(int(L - 1), int(L), int(S));
+  const int w = kernel_window(window, S);
+  const int max_chunks = chunks_of(int(L - 1), int(L), int(S), w);  // the last query has the most
   Scratch parts(sizeof(float) * size_t(L * Hk * max_chunks * G * (d + 2)));
   chunk_partial_kernel<<<dim3(unsigned(max_chunks), unsigned(L * Hk)), kBlock, smem, stream()>>>(
       parts.as<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(), int(L), int(S), int(Hq),
-      int(Hk), int(d), max_chunks, 1.0f / std::sqrt(float(d)));
+      int(Hk), int(d), w, max_chunks, 1.0f / std::sqrt(float(d)));
   ZAYA_GPU_LAUNCH_CHECK();
   combine_kernel<<<unsigned(L * Hk), kBlock, 0, stream()>>>(
-      o.ptr<float>(), parts.as<float>(), int(L), int(S), int(Hq), int(Hk), int(d), max_chunks);
+      o.ptr<float>(), parts.as<float>(), int(L), int(S), int(Hq), int(Hk), int(d), w, max_chunks);
   ZAYA_GPU_LAUNCH_CHECK();
 }
 
