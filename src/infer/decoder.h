@@ -32,6 +32,10 @@ class Decoder {
 
  private:
   void attention(int64_t i, std::span<const DecodeItem> items, const Tensor& x, const Tensor& out);
+  // The attention of one sequence's L new tokens on a windowed sub-layer (cache.h): appends their
+  // K rows k[L, Hk·d] and V = [p1 ; p2] to the sliding buffer and writes att[L, Hq, d].
+  void attend_window(LayerCache& lc, int64_t start, const Tensor& att, const Tensor& q,
+                     const Tensor& k, const Tensor& p1, const Tensor& p2);
   void moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor& r, const Tensor& out);
   Tensor scratch(size_t slot, DType t, std::initializer_list<int64_t> dims);
 
@@ -39,6 +43,8 @@ class Decoder {
   std::vector<std::vector<float>> scratch_;  // reused between calls
   std::vector<int64_t> pos_;                 // position of every token of the current call
   Tensor cos_, sin_;                         // RoPE tables, one row per token of the call
+  Tensor cos_w_, sin_w_;  // the same for theta_w_, the other θ some sub-layers use (if any)
+  double theta_w_ = 0;
   // Host-side metadata of a call (token ids, row indices, the router's choices copied back),
   // reused between calls; the ops read them as I32 row-id tensors.
   std::vector<int32_t> host_ids_, host_rows_, host_choice_;
