@@ -10,7 +10,7 @@ namespace {
 
 // Slide step of a windowed buffer: at most this many positions between two slides. A slide moves
 // up to keys − 1 rows, so per position it costs (keys − 1)/step row copies — under 1% of the
-// keys·Hq/Hk rows attention reads for a large window — while the buffer overhead stays ≤ 128 rows
+// keys rows attention reads for a large window — while the buffer overhead stays ≤ 128 rows
 // (≤ keys rows for a small window).
 constexpr int64_t kMaxWindowStep = 128;
 
