@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,10 @@ TEST(DecodeWindow, WindowedMemoryStaysFlatPastTheWindow) {
         EXPECT_EQ(layer_kv_bytes(s, i), T * row) << "context " << T;
       }
     }
+    std::printf("context %6lld: K/V %8lld bytes (full %lld + windowed %lld); all windowed %zu\n",
+                (long long)T, (long long)kv, (long long)(SequenceCache::bytes_per_token(c) * T),
+                (long long)(kv - SequenceCache::bytes_per_token(c) * T),
+                SequenceCache(only.config(), T).bytes());
     EXPECT_EQ(kv, SequenceCache::kv_bytes(c, T));
     EXPECT_EQ(kv, SequenceCache::bytes_per_token(c) * T + SequenceCache::window_bytes(c));
     // With every sub-layer windowed, the whole allocation does not grow at all.
