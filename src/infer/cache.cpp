@@ -42,7 +42,8 @@ int64_t SequenceCache::window_step(int64_t keys) {
 }
 
 int64_t SequenceCache::window_rows(int64_t keys, int64_t capacity) {
-  return std::min(capacity, keys - 1 + window_step(keys));
+  // (keys − 1 ≥ capacity first: a window near 2^63 must not overflow the sum)
+  return keys - 1 >= capacity ? capacity : std::min(capacity, keys - 1 + window_step(keys));
 }
 
 int64_t SequenceCache::window_first(int64_t keys, int64_t p) {
@@ -105,7 +106,8 @@ int64_t SequenceCache::window_bytes(const ZayaConfig& c) {
   int64_t rows = 0;
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     const int64_t keys = c.is_attention(i) ? window_keys(c, i) : 0;
-    if (keys > 0) rows += keys - 1 + window_step(keys);
+    // No sequence is longer than the model's context, whatever its window says.
+    if (keys > 0) rows += window_rows(keys, c.max_position_embeddings);
   }
   return rows * 2 * c.kv_heads() * c.head_dim() * int64_t(sizeof(float));
 }

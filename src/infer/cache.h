@@ -64,7 +64,8 @@ class SequenceCache {
   // F32 bytes each position adds to a long cache: the K and V of the full-attention sub-layers
   // (all of them in a model without windows).
   static int64_t bytes_per_token(const ZayaConfig& c);
-  // F32 bytes the windowed sub-layers hold at most, whatever the context (0 without windows):
+  // F32 bytes the windowed sub-layers hold at most, whatever the context up to the model's
+  // max_position_embeddings (0 without windows):
   // kv_bytes(c, T) ≤ bytes_per_token(c)·T + window_bytes(c), with equality once T is past every
   // window's rows.
   static int64_t window_bytes(const ZayaConfig& c);
