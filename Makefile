@@ -21,7 +21,8 @@ debug:
 # new inputs go to build/fuzz/corpus/NAME, findings (crash-*, leak-*, timeout-*) to
 # build/fuzz/findings/ (copy them into fuzz/corpus/NAME once fixed, as regression inputs).
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS ?= safetensors config tokenizer shards toml openai run_data jinja tool_calls json_schema
+FUZZ_TARGETS ?= safetensors config tokenizer shards toml openai run_data jinja tool_calls json_schema \
+  gguf tokenizer_gguf cluster supervise_files
 # The clang whose OpenMP is installed: ZAYA_HIP=1 setup swaps clang 14's libomp-dev for
 # libomp-15-dev (hipcc's), and clang 14 then finds no OpenMP.
 FUZZ_CXX ?= $(if $(wildcard /usr/lib/llvm-15/lib/libomp.so),clang++-15,clang++)

@@ -56,6 +56,12 @@ struct ZayaConfig {
   int64_t pad_token_id = 0, bos_token_id = 2, eos_token_id = 1;
   bool scale_residual_merge = true;
   bool residual_in_fp32 = false;
+  // Per sub-layer sliding window of CCA attention as config.json gives it (0 = full attention):
+  // the native schema's `sliding_window` on its "hybrid_sliding" layer_types, the legacy schema's
+  // `swa_layers`. Empty = every layer full. docs/model.md states how many keys a window lets a
+  // query see.
+  std::vector<int64_t> swa_layers;
+  double swa_rope_theta = 0;  // RoPE θ of the windowed layers (0 = rope_theta)
   // Everything else in the file (ignored or fixed-value fields) is kept verbatim so writing a
   // config back loses nothing.
   nlohmann::json extra = nlohmann::json::object();
@@ -72,6 +78,10 @@ struct ZayaConfig {
   int64_t conv_channels() const { return (q_heads() + kv_heads()) * head_dim(); }  // C
   int64_t rotary_dim() const { return int64_t(double(head_dim()) * partial_rotary_factor); }
   int64_t num_experts(int64_t i) const { return zaya_layers[i]; }  // n
+  int64_t window(int64_t i) const { return swa_layers.empty() ? 0 : swa_layers[size_t(i)]; }
+  double rope_theta_of(int64_t i) const {
+    return window(i) > 0 && swa_rope_theta > 0 ? swa_rope_theta : rope_theta;
+  }
   int64_t router_classes(int64_t i) const { return zaya_layers[i] + (zaya_use_mod ? 1 : 0); }
   // True when MoE sub-layer i has an EDA scale γ (router_states_scale).
   bool has_eda_scale(int64_t i) const { return zaya_use_eda && !is_attention(i) && i != 1; }
