@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "model/attention_window.h"
+
 namespace zaya {
 
 namespace {
@@ -34,7 +36,7 @@ size_t arena_bytes(const ZayaConfig& c, int64_t cap) {
 }  // namespace
 
 int64_t SequenceCache::window_keys(const ZayaConfig& c, int64_t i) {
-  return c.window(i);
+  return attention_keys(c, i);
 }
 
 int64_t SequenceCache::window_step(int64_t keys) {

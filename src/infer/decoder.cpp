@@ -273,14 +273,12 @@ void Decoder::attend_window(LayerCache& lc, int64_t start, const Tensor& att, co
                      p2.rows(done, done + s));
     // Keys from the first one the earliest query sees: older rows may be stale (cache.h).
     const int64_t k0 = std::max<int64_t>(0, p - (W - 1)) - f;
-    const Tensor kk = lc.k.rows(k0, r0 + s), vv = lc.v.rows(k0, r0 + s);
-    for (int64_t j = 0; j < s; ++j) {
-      // Query j is key row r0 + j − k0 of kk; it sees the W rows ending there.
-      const int64_t me = r0 - k0 + j, lo = std::max<int64_t>(0, me - (W - 1));
-      ops::attention_cached_forward(att.rows(done + j, done + j + 1),
-                                    q.rows(done + j, done + j + 1), kk.rows(lo, me + 1),
-                                    vv.rows(lo, me + 1));
-    }
+    const Tensor kk = lc.k.rows(k0, r0 + s);
+    // A window as long as the keys passed hides nothing (a decode step: exactly the W keys its
+    // query sees), so it is passed as 0, the plain causal call every backend has.
+    const int64_t window = W >= kk.shape[0] ? 0 : W;
+    ops::attention_cached_forward(att.rows(done, done + s), q.rows(done, done + s), kk,
+                                  lc.v.rows(k0, r0 + s), window);
     done += s;
   }
 }

@@ -1,10 +1,11 @@
 // Decoding with sliding-window sub-layers (infer/cache.h): prefill and incremental decode over 3·W
 // tokens match the training forward's recomputation (model_forward, the windowed attention ops)
-// at every position within 1e-5 relative, for W = 1, windows across the buffer's slide step,
-// windows larger than the sequence (then equal to a model without windows), mixed full and
-// windowed sub-layers with their own RoPE θ, GQA and odd head sizes; greedy decoding picks the
-// recomputation's argmax at every step; and the windowed sub-layers' K/V memory is fixed by the
-// window, not the context (measured on the allocated tensors and the whole cache).
+// at every position within 1e-5 relative, and the float64 twin's windowed cases
+// (tests/fixtures/model_swa) within the model tolerance of 1e-4, for W = 1, windows across the
+// buffer's slide step, windows larger than the sequence (then equal to a model without windows),
+// mixed full and windowed sub-layers with their own RoPE θ, GQA and odd head sizes; greedy decoding
+// picks the recomputation's argmax at every step; and the windowed sub-layers' K/V memory is fixed
+// by the window, not the context (measured on the allocated tensors and the whole cache).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,10 @@
 #include "infer/cache.h"
 #include "infer/decoder.h"
 #include "infer/infer_model.h"
+#include "io/file.h"
+#include "io/json_parse.h"
+#include "io/safetensors.h"
+#include "io/token_lines.h"
 #include "model/activations.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -160,6 +165,40 @@ TEST(DecodeWindow, GreedyDecodingPicksTheRecomputationsArgmax) {
                         "W " + std::to_string(W) + " step " + std::to_string(k));
       EXPECT_EQ(ids[size_t(t + 1)], int32_t(std::max_element(w, w + V) - w))
           << "W " << W << " position " << t;
+    }
+  }
+}
+
+// The float64 twin's windowed cases, their windows and θ set from config.json's legacy names (as
+// tests/model/test_attention_window.cpp reads them): decoded token by token and in chunks, every
+// position's logits within 1e-4 of the largest |logit| of the twin's.
+TEST(DecodeWindow, TwinWindowedCasesDecodeLikeTheFloat64Reference) {
+  for (const char* name : {"swa_i", "swa_j"}) {
+    const std::string dir = std::string(ZAYA_TEST_FIXTURES) + "/model_swa/" + name;
+    const nlohmann::json j = parse_json(read_text_file(dir + "/config.json", "config"));
+    ZayaConfig c = config_from_json(j);
+    c.swa_layers = j.at("swa_layers").get<std::vector<int64_t>>();
+    c.swa_rope_theta = j.at("swa_rotary_base").get<double>();
+    Model m(c);
+    m.load_weights(SafeTensors::open_file(dir + "/model.safetensors"), dir);
+    const InferModel im = InferModel::from_model(m);
+    const TokenLines tl = read_token_lines(dir + "/tokens.txt", c.vocab_size);
+    const int64_t V = c.vocab_size, T = tl.cols;
+    std::vector<double> ref(size_t(tl.rows * T * V));
+    SafeTensors::open_file(dir + "/expected.safetensors")
+        .read_into("logits", Tensor(ref.data(), {tl.rows, T, V}));
+    for (int64_t r = 0; r < tl.rows; ++r) {
+      const std::vector<int32_t> ids(tl.ids.begin() + r * T, tl.ids.begin() + (r + 1) * T);
+      const std::vector<float> want(ref.begin() + r * T * V, ref.begin() + (r + 1) * T * V);
+      double scale = 0;
+      for (float x : want) scale = std::max(scale, std::fabs(double(x)));
+      for (const auto& chunks : std::vector<std::vector<int64_t>>{{1}, {T}, {4, 1}}) {
+        const auto got = decode(im, ids, chunks, T);
+        const std::string what =
+            std::string(name) + " row " + std::to_string(r) + " chunk " + std::to_string(chunks[0]);
+        test::expect_close(got.data(), want.data(), size_t(T * V), 1e-4 * scale, 1e-4,
+                           what.c_str());
+      }
     }
   }
 }
