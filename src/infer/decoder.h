@@ -2,7 +2,9 @@
 // tokens (a prompt chunk when prefilling, one token when decoding) and its SequenceCache. The new
 // tokens of all sequences are flattened into one [N, D] stream so every weight matrix is read once
 // per step for the whole batch; only the conv, value shift and attention look at one sequence at
-// a time (through its cache). Same equations as model/transformer.cpp, forward only.
+// a time (through its cache). Same equations as model/transformer.cpp, forward only: each
+// attention sub-layer rotates with its own θ (rope_theta_of), and a sliding-window one attends
+// over its cache's bounded buffer (cache.h), a long chunk in pieces that fit it.
 #pragma once
 #include <cstdint>
 #include <span>
