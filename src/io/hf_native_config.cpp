@@ -314,6 +314,7 @@ json native_config_to_json(const ZayaConfig& c) {
                            {{"rope_type", "default"},
                             {"rope_theta", c.rope_theta},
                             {"partial_rotary_factor", c.partial_rotary_factor}}}};
+  j["rope_parameters"]["rope_type"] = "default";  // as transformers writes it (hub configs)
   if (c.swa_rope_theta > 0)
     j["rope_parameters"]["hybrid_sliding"] = {{"rope_type", "default"},
                                               {"rope_theta", c.swa_rope_theta},

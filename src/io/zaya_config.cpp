@@ -532,9 +532,10 @@ ZayaConfig config_from_json(const nlohmann::json& j, ConfigSchema* schema) {
     c = native_config_from_json(j);
   } else if (j.contains("smoe_layers")) {
     s = ConfigSchema::Legacy;
+    json padding;
+    const json s1 = legacy_schema_to_s1(j, padding);  // names the legacy fields itself
     try {
-      json padding;
-      c = original_config_from_json(legacy_schema_to_s1(j, padding));
+      c = original_config_from_json(s1);
       c.legacy_names = true;
       if (!padding.is_null()) c.extra[kFfnPadding] = padding;
       validate_config(c);
