@@ -147,6 +147,22 @@ std::vector<bool> read_layer_types(const json& j, int64_t P) {
 
 }  // namespace
 
+namespace {
+// What the writer puts in every native file unless `extra` has it (and the reader fills in when a
+// file leaves it out, so that writing and reading again gives the same config).
+const std::vector<std::pair<std::string, json>>& native_defaults() {
+  static const std::vector<std::pair<std::string, json>> d = {
+      {"architectures", json::array({"ZayaForCausalLM"})},
+      {"model_type", "zaya"},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"lm_head_bias", false},
+      {"cca_time0", 2},
+      {"cca_time1", 2}};
+  return d;
+}
+}  // namespace
+
 bool native_owned_field(const std::string& key) {
   for (const char* k : kNativeStructural)
     if (key == k) return true;
@@ -238,7 +254,8 @@ ZayaConfig native_config_from_json(const json& j) {
     if (!consumed(key)) c.extra[key] = value;
   // A window no layer uses (all "hybrid") is kept as written.
   if (!any_sliding && sw && !sw->is_null()) c.extra["sliding_window"] = *sw;
-  if (!c.extra.contains("hidden_act")) c.extra["hidden_act"] = "silu";
+  for (const auto& [key, value] : native_defaults())
+    if (!c.extra.contains(key)) c.extra[key] = value;
   return c;
 }
 
@@ -292,9 +309,11 @@ json native_config_to_json(const ZayaConfig& c) {
   validate_config(c);
   check_native_expressible(c);
   json j = c.extra.is_object() ? c.extra : json::object();
+  // The fields a native file names and zaya does not vary: the file's own values where it gave
+  // them (the reader keeps them in `extra`; validate_config checked them), else transformers'.
+  for (const auto& [key, value] : native_defaults())
+    if (!j.contains(key)) j[key] = value;
   const int64_t P = c.num_layers() / 2;
-  j["architectures"] = json::array({"ZayaForCausalLM"});
-  j["model_type"] = "zaya";
   j["hidden_size"] = c.hidden_size;
   j["vocab_size"] = c.vocab_size;
   j["num_hidden_layers"] = P;
@@ -324,15 +343,10 @@ json native_config_to_json(const ZayaConfig& c) {
   j["pad_token_id"] = c.pad_token_id;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
-  j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["lm_head_bias"] = false;
   if (W > 0)
     j["sliding_window"] = W;
   else if (!j.contains("sliding_window"))
     j["sliding_window"] = nullptr;
-  j["cca_time0"] = 2;
-  j["cca_time1"] = 2;
   return j;
 }
 
