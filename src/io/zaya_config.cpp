@@ -422,9 +422,8 @@ json scalar_schema_to_lists(json j) {
   return j;
 }
 
-// The legacy schema of ZAYA1-74B-preview-legacy (the public converter of those checkpoints,
-// Zyphra's vLLM tools/model_converters/convert_smoe_to_zaya.py, reads these names): S1's fields
-// under other names. (legacy name, S1 name).
+// The legacy schema of ZAYA1-74B-preview-legacy (docs/checkpoint-layouts.md, "The legacy 74B
+// schema and names"): S1's fields under other names. (legacy name, S1 name).
 const std::pair<const char*, const char*> kLegacyNames[] = {
     {"smoe_layers", "zaya_layers"},
     {"smoe_mlp_expansion", "zaya_mlp_expansion"},
