@@ -2,6 +2,7 @@
 """Generate the ZAYA1 model test vectors in tests/fixtures/model/<case>/.
 
 Run from anywhere:  /usr/bin/python3 scripts/reference/make_vectors.py  [--out DIR] [--only CASE ...]
+(cases with sliding-window layers go to tests/fixtures/model_swa/<case>/ unless --out is given)
 
 Each case directory holds
   config.json          full S1-schema config (docs/model.md §1, like §12.2)
@@ -30,7 +31,9 @@ import safetensors_io as st  # noqa: E402
 from zaya_twin import ZayaTwin, init_random_test_  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "tests", "data", "model")
+DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "model")
+# Cases with sliding-window layers (docs/model.md §4.9): read by tests/model/test_attention_window.cpp.
+DEFAULT_OUT_SWA = os.path.join(REPO, "tests", "fixtures", "model_swa")
 BASE_SEED = 20250601
 MIN_MARGIN = 2e-3  # smallest allowed gap between the best and second-best biased router score
 
@@ -115,6 +118,15 @@ def make_config(D, Nh, Hk, layers, F, R, V, eps=1e-5, theta=10000, prf=0.5, mod=
     return cfg
 
 
+def with_windows(cfg, windows, swa_theta):
+    """The config with sliding-window CCA layers (legacy-schema names: one window per sub-layer in
+    `swa_layers`, 0 = full attention, and the windowed layers' RoPE theta `swa_rotary_base`)."""
+    cfg = copy.deepcopy(cfg)
+    cfg["swa_layers"] = list(windows)
+    cfg["swa_rotary_base"] = swa_theta
+    return cfg
+
+
 # name, description, config, B, T, balancing-bias overrides {layer: {class: value}}, requirements
 CASES = [
     dict(name="tiny_a",
@@ -160,6 +172,19 @@ CASES = [
               "D=32, H_q=2, H_k=2",
          cfg=make_config(32, 4, 2, ["a", 4, "a", 4], F=16, R=8, V=48, prf=1.0),
          B=3, T=2),
+    dict(name="swa_i",
+         desc="sliding-window CCA layers (docs/model.md §4.9) mixed with full ones, windows [3,-,1,-,0] "
+              "(W=3 < T, W=1: a query sees only itself, full), swa_rotary_base 500 vs rope_theta 1e4; "
+              "D=32, 4 heads (d=8), H_q=2, H_k=1 (G=2), odd T",
+         cfg=with_windows(make_config(32, 4, 1, ["a", 4, "a", 4, "a"], F=16, R=8, V=64),
+                          [3, 0, 1, 0, 0], 500.0),
+         B=2, T=11),
+    dict(name="swa_j",
+         desc="windows larger and smaller than T [20,-,5,-] with GQA group 4 (D=64, 8 heads, H_q=4, "
+              "H_k=1), rope_theta 5e6 for full layers and 1e4 for windowed ones (the 74B's defaults)",
+         cfg=with_windows(make_config(64, 8, 1, ["a", 3, "a", 3], F=16, R=8, V=48, theta=5000000),
+                          [20, 0, 5, 0], 10000.0),
+         B=2, T=13),
 ]
 
 
@@ -356,16 +381,19 @@ def verify_case_dir(d):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=None,
+                    help="directory for the cases (default: tests/fixtures/model, the windowed ones "
+                         "tests/fixtures/model_swa)")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic reductions
-    os.makedirs(args.out, exist_ok=True)
     total = 0
     for case in CASES:
         if args.only and case["name"] not in args.only:
             continue
-        total += build_case(case, args.out)
+        out = args.out or (DEFAULT_OUT_SWA if "swa_layers" in case["cfg"] else DEFAULT_OUT)
+        os.makedirs(out, exist_ok=True)
+        total += build_case(case, out)
     print(f"total bytes: {total}")
 
 

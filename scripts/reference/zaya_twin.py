@@ -114,6 +114,21 @@ class ZayaConfig:
         if r % 2 != 0 or r > d or r < 0:
             raise ValueError("config field 'partial_rotary_factor': r = floor(d*factor) must be even and <= d")
         self.rope_theta = float(get("rope_theta"))
+        # Sliding-window CCA layers (docs/model.md §4.9): `swa_layers` gives each sub-layer's window
+        # (0 = full attention; query t sees keys t-W+1 .. t, W keys counting itself), and
+        # `swa_rotary_base` the windowed layers' RoPE theta (default: rope_theta).
+        swa = cfg.get("swa_layers")
+        if swa is None:
+            swa = [0] * L
+        if not isinstance(swa, list) or len(swa) != L:
+            raise ValueError(f"config field 'swa_layers' must be a list of length len(zaya_layers) = {L}")
+        for i, w in enumerate(swa):
+            if not isinstance(w, int) or isinstance(w, bool) or w < 0:
+                raise ValueError(f"config field 'swa_layers'[{i}] must be an integer >= 0")
+            if w > 0 and self.kinds[i] != "a":
+                raise ValueError(f"config field 'swa_layers'[{i}] is a window on an MoE sub-layer")
+        self.windows = list(swa)
+        self.swa_theta = float(cfg.get("swa_rotary_base") or self.rope_theta)
         self.eps = float(get("norm_epsilon"))
         self.use_mod = bool(get("zaya_use_mod"))
         self.use_eda = bool(get("zaya_use_eda"))
@@ -367,11 +382,13 @@ class CCA(nn.Module):
 
 
 class ZayaAttention(nn.Module):
-    """docs/model.md §4.7: causal GQA softmax attention + o_proj."""
+    """docs/model.md §4.7: causal GQA softmax attention + o_proj; with a window W > 0 (§4.9) query t
+    sees only keys t-W+1 .. t."""
 
-    def __init__(self, c, dtype):
+    def __init__(self, c, dtype, window=0):
         super().__init__()
         self.c = c
+        self.window = window
         self.o_proj = nn.Linear(c.Hq * c.d, c.D, bias=False, dtype=dtype)
         self.qkv = CCA(c, dtype)
 
@@ -383,6 +400,8 @@ class ZayaAttention(nn.Module):
         v = v.repeat_interleave(c.G, dim=1)
         s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(c.d)     # [B,Hq,T,T]
         mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        if self.window > 0:  # also hide keys tau <= t - W
+            mask = mask | torch.ones(T, T, dtype=torch.bool).tril(-self.window)
         s = s.masked_fill(mask, float("-inf"))
         a = torch.softmax(s.to(_wide(s.dtype)), dim=-1).to(s.dtype)  # fp32 or wider
         o = torch.matmul(a, v)                                       # [B,Hq,T,d]
@@ -480,7 +499,7 @@ class ZayaBlock(nn.Module):
 class ZayaAttnLayer(nn.Module):
     def __init__(self, c, i, dtype):
         super().__init__()
-        self.self_attn = ZayaAttention(c, dtype)
+        self.self_attn = ZayaAttention(c, dtype, c.windows[i])
         self.input_norm = RMSNorm(c.D, c.eps, dtype)
         self.res_scale = ResidualScaling(c.D, i == 0, dtype)
 
@@ -510,7 +529,7 @@ class ZayaModel(nn.Module):
         c = self.c
         T = tokens.shape[1]
         dtype = self.embed_tokens.weight.dtype
-        cos, sin = rope_tables(T, c.r, c.rope_theta, dtype)
+        tables = {th: rope_tables(T, c.r, th, dtype) for th in {c.rope_theta, c.swa_theta}}
         o = self.embed_tokens(tokens)
         h = None
         r_prev = None
@@ -518,6 +537,7 @@ class ZayaModel(nn.Module):
             h = layer.res_scale(o, h)
             x = layer.input_norm(h)
             if c.kinds[i] == "a":
+                cos, sin = tables[c.swa_theta if c.windows[i] > 0 else c.rope_theta]
                 o = layer.self_attn(x, cos, sin)
             else:
                 o, r_prev = layer.zaya_block(x, r_prev)

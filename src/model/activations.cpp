@@ -64,6 +64,13 @@ void carve(Activations& a, const ZayaConfig& c, Carver& m, StashCarver& s, bool 
   a.emb = m(f, {N, D});
   a.rope_cos = m(f, {T, c.rotary_dim() / 2});
   a.rope_sin = m(f, {T, c.rotary_dim() / 2});
+  bool swa_theta = false;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    swa_theta = swa_theta || (c.is_attention(i) && c.rope_theta_of(i) != c.rope_theta);
+  if (swa_theta) {
+    a.rope_cos_swa = m(f, {T, c.rotary_dim() / 2});
+    a.rope_sin_swa = m(f, {T, c.rotary_dim() / 2});
+  }
   a.layers.resize(size_t(c.num_layers()));
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     LayerActs& l = a.layers[size_t(i)];

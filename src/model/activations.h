@@ -98,6 +98,10 @@ struct Activations {
   // rope_theta is not the one they hold (the first; on a GPU a host computation and an upload
   // that waits for the stream), later ones reuse them.
   double rope_theta = -1;
+  // The windowed layers' tables (θ = swa_rope_theta), allocated only when some attention sub-layer
+  // has a θ other than rope_theta; filled like the above.
+  Tensor rope_cos_swa, rope_sin_swa;
+  double rope_theta_swa = -1;
   std::vector<LayerActs> layers;
   Tensor h_final, x_final, rstd_final;  // [N,D], [N,D], [N]
   // [N,V] only with keep_logits (zaya eval --logits, tests that read them): model_forward then also

@@ -22,6 +22,12 @@ std::vector<int64_t> previous_moe(const ZayaConfig& c) {
   return prev;
 }
 
+// The RoPE tables of attention sub-layer i: the windowed layers' own θ where it differs.
+RopeTables rope_of(const Activations& a, const ZayaConfig& c, int64_t i) {
+  if (c.rope_theta_of(i) == c.rope_theta) return {a.rope_cos, a.rope_sin};
+  return {a.rope_cos_swa, a.rope_sin_swa};
+}
+
 Tensor router_state_before(const Activations& a, const std::vector<int64_t>& prev, int64_t i) {
   return prev[size_t(i)] < 0 ? Tensor{} : a.layers[size_t(prev[size_t(i)])].moe.r;
 }
@@ -100,6 +106,9 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
   if (a.rope_theta != c.rope_theta)
     ops::rope_tables(a.rope_cos, a.rope_sin, 0, c.rope_theta, c.rotary_dim());
   a.rope_theta = c.rope_theta;
+  if (a.rope_cos_swa.defined() && a.rope_theta_swa != c.swa_rope_theta)
+    ops::rope_tables(a.rope_cos_swa, a.rope_sin_swa, 0, c.swa_rope_theta, c.rotary_dim());
+  a.rope_theta_swa = c.swa_rope_theta;
   const Tensor ids_flat = a.ids.view({N});
   if (layer_start) layer_start(-1);
   ops::embedding_forward(a.emb, ids_flat, w.embed);
@@ -114,7 +123,7 @@ void forward_loaded(const Model& m, Activations& a, const ModelWeights* head_dw,
     ops::merge_rmsnorm_forward(l.h, l.x, l.rstd, o_prev, h_prev, lw.res.ao, lw.res.bo, lw.res.ar,
                                lw.res.br, lw.input_norm, eps);
     if (c.is_attention(i))
-      attention_layer_forward(c, lw.attn, l.attn, a.rope_cos, a.rope_sin, l.x, l.o);
+      attention_layer_forward(c, i, lw.attn, l.attn, rope_of(a, c, i), l.x, l.o);
     else
       moe_layer_forward(c, lw.moe, l.moe, l.x, router_state_before(a, prev, i), l.o);
     stash_layer(l);  // bf16 storage: the sub-layer's own tensors into their copies
@@ -173,7 +182,7 @@ void model_backward(Model& m, Activations& a, double grad_scale, const LayerDone
     const LayerWeights& ldw = dw.layers[size_t(i)];
     unstash_layer(l);
     if (c.is_attention(i)) {
-      attention_layer_backward(c, lw.attn, ldw.attn, l.attn, g, a.rope_cos, a.rope_sin, l.x, g.dout,
+      attention_layer_backward(c, i, lw.attn, ldw.attn, l.attn, g, rope_of(a, c, i), l.x, g.dout,
                                g.dx);
     } else {
       const int64_t R = l.moe.r.shape[1];

@@ -419,20 +419,22 @@ int64_t check_attention(const char* op, const Tensor& q, const Tensor& k, const 
 }  // namespace
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v) {
+                       const Tensor& v, int64_t window) {
   check_float(q, k, v, o, lse);
   const int64_t rows = check_attention("attention_forward", q, k, v);
+  ZAYA_ASSERT(window >= 0, "attention_forward: window {} < 0", window);
   check_numel(o, q.numel(), "attention_forward: o");
   check_numel(lse, rows, "attention_forward: lse");
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_forward, o, lse, q, k, v);
+  ZAYA_OP_DISPATCH(attention_forward, o, lse, q, k, v, window);
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse) {
+                        const Tensor& lse, int64_t window) {
   check_float(q, k, v, o, lse, do_, dq, dk, dv);
   const int64_t rows = check_attention("attention_backward", q, k, v);
+  ZAYA_ASSERT(window >= 0, "attention_backward: window {} < 0", window);
   check_numel(o, q.numel(), "attention_backward: o");
   check_numel(do_, q.numel(), "attention_backward: do");
   check_numel(dq, q.numel(), "attention_backward: dq");
@@ -440,7 +442,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   check_numel(dv, v.numel(), "attention_backward: dv");
   check_numel(lse, rows, "attention_backward: lse");
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_backward, dq, dk, dv, do_, q, k, v, o, lse);
+  ZAYA_OP_DISPATCH(attention_backward, dq, dk, dv, do_, q, k, v, o, lse, window);
 }
 
 // ---------------------------------------------------------------- router pieces
@@ -683,7 +685,8 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
   ZAYA_OP_DISPATCH(cca_conv_step_forward, z, state, u, w0, b0, w1, b1);
 }
 
-void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v) {
+void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                              int64_t window) {
   ZAYA_ASSERT(o.defined() && q.defined() && k.defined() && v.defined(),
               "attention_cached_forward: o, q, k and v are required");
   ZAYA_ASSERT(q.dtype == DType::F32, "attention_cached_forward: F32 only, got {}",
@@ -700,8 +703,9 @@ void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k,
     ZAYA_ASSERT(v.size(i) == k.size(i), "attention_cached_forward: v {} k {}", v.shape_str(),
                 k.shape_str());
   check_numel(o, q.numel(), "attention_cached_forward: o");
+  ZAYA_ASSERT(window >= 0, "attention_cached_forward: window {} < 0", window);
   if (q.numel() == 0) return;
-  ZAYA_OP_DISPATCH(attention_cached_forward, o, q, k, v);
+  ZAYA_OP_DISPATCH(attention_cached_forward, o, q, k, v, window);
 }
 
 // ---------------------------------------------------------------- optimizer math

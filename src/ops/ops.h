@@ -130,12 +130,16 @@ void rope_backward(const Tensor& dx, const Tensor& cos, const Tensor& sin);
 // Causal GQA attention, tiled with an online softmax (no T×T buffer). q[B,T,Hq,d],
 // k,v[B,T,Hk,d], query head h uses kv head h/(Hq/Hk). Scores scaled by 1/√d, softmax in ≥ f32.
 // o[B,T,Hq,d]; lse[B,Hq,T] = log-sum-exp of each score row, saved for backward.
+// window = the number of keys a query sees, itself included (0 = every earlier key): query t sees
+// keys max(0, t − window + 1) … t (model/attention_window.h maps a config to it). A windowed call
+// costs O(T·window): key tiles wholly outside every query's window are never visited.
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v);
-// dq, dk, dv overwrite; recomputes probabilities from lse, tile by tile.
+                       const Tensor& v, int64_t window = 0);
+// dq, dk, dv overwrite; recomputes probabilities from lse, tile by tile. The same window as the
+// forward that produced o and lse.
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse);
+                        const Tensor& lse, int64_t window = 0);
 
 // ---------------------------------------------------------------- router pieces (docs/model.md §5)
 // Exact GELU y = x·Φ(x) (erf form), elementwise on any shape.
@@ -225,7 +229,11 @@ void cca_conv_step_forward(const Tensor& z, const Tensor& state, const Tensor& u
 // Causal GQA attention of L new queries over one sequence's cache: q[L,Hq,d]; k, v[S,Hk,d] hold
 // positions 0…S−1 (S ≥ L), the queries being the last L of them (query i is at position S−L+i and
 // sees keys 0…S−L+i). o[L,Hq,d]. Scores scaled by 1/√d, softmax in f32, as attention_forward.
-void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v);
+// window as attention_forward's (0 = all): query i sees key j iff j ≤ S−L+i and S−L+i − j <
+// window, so the last query needs only the last `window` rows of k and v (a ring cache may hold
+// just those, in position order).
+void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                              int64_t window = 0);
 
 // ---------------------------------------------------------------- optimizer math
 // Muon's quintic Newton–Schulz orthogonalisation (docs/training.md); an op without backward.

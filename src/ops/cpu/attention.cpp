@@ -1,10 +1,10 @@
-// attention_forward / attention_backward on the CPU (docs/model.md §4.7, §8.5 step 1): causal GQA attention
-// in the flash-attention style. Queries and keys are cut into kT-row tiles; the forward keeps a
-// running max m and sum l per query row (online softmax) and saves lse = m + log l; the backward
-// recomputes P = exp(S − lse) tile by tile, once per (query tile, key tile) pair. Extra memory is
-// linear in T: packed key/value tiles (2–3 copies of k's size), and in the backward the packed
-// queries and output gradients, Di = ⟨dO, O⟩, per-head dK/dV partials and C per-head dQ partials
-// (4 + C copies of q's size; C = 1 from kBackwardTasks (batch, head) pairs up, else up to
+// attention_forward / attention_backward on the CPU (docs/model.md §4.7, §8.5 step 1): causal GQA
+// attention in the flash-attention style. Queries and keys are cut into kT-row tiles; the forward
+// keeps a running max m and sum l per query row (online softmax) and saves lse = m + log l; the
+// backward recomputes P = exp(S − lse) tile by tile, once per (query tile, key tile) pair. Extra
+// memory is linear in T: packed key/value tiles (2–3 copies of k's size), and in the backward the
+// packed queries and output gradients, Di = ⟨dO, O⟩, per-head dK/dV partials and C per-head dQ
+// partials (4 + C copies of q's size; C = 1 from kBackwardTasks (batch, head) pairs up, else up to
 // kBackwardTasks / (B·Hq)), plus O(kT·d + kT²) per thread. There is no T×T buffer, so 32K contexts
 // fit. All scratch is reused from call to call (no allocation in steady state).
 //
@@ -13,6 +13,14 @@
 // Arithmetic is in the tensors' dtype (F32: float with a vectorisable exp, F64: double). The tile
 // products run on attention_gemm.h's register-blocked kernel; fully masked tiles (key tile after
 // query tile) are never visited.
+//
+// Sliding window (window W > 0, ops/ops.h): query t sees keys t − W + 1 … t. A (query tile i, key
+// tile j) pair is visited only when some query of tile i sees some key of tile j, so a call costs
+// O(T·W) (about W/kT + 2 key tiles per query tile); inside the pairs that straddle the window's
+// edge the scores outside it are masked exactly as the causal diagonal is. A query may see no key
+// of the first tiles its query tile visits, so the running max starts at the lowest finite value
+// rather than −inf (e^(m − m') stays 0 or 1, never NaN); every query sees itself, so l > 0 at the
+// end. The backward's per-chunk dQ partials then cover only the query tiles their key tiles reach.
 //
 // Parallel plan (every output element is written by one task in a fixed order, so results are
 // bitwise identical for any thread count or schedule):
@@ -104,16 +112,43 @@ void load_cols(T* dst, const T* src, int64_t stride, int64_t n, int64_t d, int64
 
 struct Dims {
   int64_t B, T, Hq, Hk, d;
+  int64_t W;  // keys a query sees, itself included; 0 = all earlier keys
   int64_t G() const { return Hq / Hk; }
   int64_t tiles() const { return (T + kT - 1) / kT; }
+  // The first key tile some query of query tile i sees: the one holding key i·kT − W + 1.
+  int64_t first_key_tile(int64_t i) const {
+    const int64_t lo = i * kT - W + 1;
+    return W == 0 || lo <= 0 ? 0 : lo / kT;
+  }
+  // The last query tile some query of which sees a key of key tile j (the inverse of the above).
+  int64_t last_query_tile(int64_t j) const {
+    return W == 0 ? tiles() - 1 : std::min(tiles() - 1, ((j + 1) * kT + W - 2) / kT);
+  }
+  // Visited (query tile, key tile) pairs.
+  int64_t pairs() const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < tiles(); ++i) n += i - first_key_tile(i) + 1;
+    return n;
+  }
   // Threads only pay off above ~1 ms of work (≈ 16K·d flops per tile pair); tiny calls stay on
   // the calling thread, which also avoids barrier stalls on an oversubscribed machine.
-  bool parallel() const { return B * Hq * tiles() * (tiles() + 1) / 2 * d >= 1024; }
+  bool parallel() const { return B * Hq * pairs() * d >= 1024; }
 };
 
 // Validates shapes and returns the dimensions.
-Dims attention_dims(const Tensor& q, const Tensor& k) {
-  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+Dims attention_dims(const Tensor& q, const Tensor& k, int64_t window) {
+  // A window of T or more keys hides nothing: the plain causal path.
+  const int64_t W = window >= q.size(1) ? 0 : window;
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), W};
+}
+
+// On scores St[nk, kT] of query tile t0 against key tile tau0 (key-major, St[c·kT + r]): −inf where
+// query r is further than W − 1 positions past key c. Only called on pairs that straddle the edge.
+template <class T>
+void mask_window(T* St, int64_t nk, int64_t nq, int64_t delta, int64_t W) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < nk; ++c)
+    for (int64_t r = std::max<int64_t>(0, W + c - delta); r < nq; ++r) St[c * kT + r] = neg_inf;
 }
 
 // Key/value tiles packed once per call into out, zero-padded, one contiguous block per tile:
@@ -178,6 +213,7 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
   const int64_t d = s.d, dp = round_up(d, kLanes<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
   const T scale = T(1) / std::sqrt(T(d));
   const T neg_inf = -std::numeric_limits<T>::infinity();
+  const T m_start = std::numeric_limits<T>::lowest();  // the running max's start (see the top)
   const int64_t kv_size = s.B * s.Hk * nt * tile;
   T* kr = scratch<T, 0>(kv_size);
   T* vr = scratch<T, 1>(kv_size);
@@ -201,21 +237,24 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
       const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
       const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
       load_cols(Qt, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
-      std::fill(m, m + kT, neg_inf);
+      std::fill(m, m + kT, m_start);
       std::fill(l, l + kT, T(0));
-      for (int64_t j = 0; j <= i; ++j) {
-        // Key tiles before the diagonal are full and unmasked; the diagonal one (τ0 = t0) hides
-        // keys c > r from query r.
+      const int64_t j0 = s.first_key_tile(i);
+      for (int64_t j = j0; j <= i; ++j) {
+        // Key tiles before the diagonal are full and unmasked but for the window's edge; the
+        // diagonal one (τ0 = t0) hides keys c > r from query r.
         const int64_t nk = j < i ? kT : nq, kv = ((b * s.Hk + g) * nt + j) * tile;
+        const int64_t delta = t0 - j * kT;  // query row r is at key column r + delta
         gemm(St, kT, kr + kv, dp, 1, Qt, kT, nk, kT, dp, false);
         if (j == i)
           for (int64_t c = 1; c < nk; ++c)
             for (int64_t r = 0; r < c; ++r) St[c * kT + r] = neg_inf;
+        if (s.W > 0 && delta + nq - 1 >= s.W) mask_window(St, nk, nq, delta, s.W);
         online_softmax_tile(St, nk, m, l, alpha);
-        if (j > 0)
+        if (j > j0)
           for (int64_t r = 0; r < nq; ++r)
             for (int64_t e = 0; e < dp; ++e) acc[r * dp + e] *= alpha[r];
-        gemm(acc, dp, St, 1, kT, vr + kv, dp, nq, dp, nk, j > 0);  // acc += Pᵀᵀ·V
+        gemm(acc, dp, St, 1, kT, vr + kv, dp, nq, dp, nk, j > j0);  // acc += Pᵀᵀ·V
       }
       for (int64_t r = 0; r < nq; ++r) {
         T* orow = o + ((b * s.T + t0 + r) * s.Hq + h) * d;
@@ -230,8 +269,8 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
 // ------------------------------------------------------------------------------ backward
 
 // The backward's split of each head's key tiles into C chunks of about equal work (key tile j
-// meets nt − j query tiles): chunk c holds key tiles [start(c), start(c + 1)). A function of the
-// shape only, so the summation order of dq does not depend on the thread count.
+// meets the query tiles j … last_query_tile(j)): chunk c holds key tiles [start(c), start(c + 1)).
+// A function of the shape only, so the summation order of dq does not depend on the thread count.
 struct Chunks {
   int64_t C;
   std::vector<int64_t> start;  // C + 1 entries
@@ -239,40 +278,46 @@ struct Chunks {
     const int64_t nt = s.tiles(), heads = std::max(s.B * s.Hq, int64_t(1));
     C = std::clamp((kBackwardTasks + heads - 1) / heads, int64_t(1), std::max(nt, int64_t(1)));
     start.assign(size_t(C + 1), nt);
-    const int64_t total = nt * (nt + 1) / 2;
+    const int64_t total = s.pairs();
     int64_t done = 0, c = 1;
     start[0] = 0;
     for (int64_t j = 0; j < nt && c < C; ++j) {
-      done += nt - j;
+      done += s.last_query_tile(j) - j + 1;
       if (done * C >= c * total) start[size_t(c++)] = j + 1;
     }
     for (; c < C; ++c) start[size_t(c)] = nt;  // (unreached: the loop fills every boundary)
   }
 };
 
-// For one (query tile, key tile) pair: S = Qs·Kt, dP = dOs·Vt, P = exp(S − lse) on τ ≤ t (else
-// 0), dS = P ⊙ (dP − D) on rows < nq. S becomes P, dP becomes dS. A key tile before the diagonal
-// (tau0 < t0) is full and unmasked; on the diagonal (tau0 = t0) query r sees keys c ≤ r.
+// For one (query tile, key tile) pair: S = Qs·Kt, dP = dOs·Vt, P = exp(S − lse) on visible keys
+// (else 0), dS = P ⊙ (dP − D) on rows < nq. S becomes P, dP becomes dS. Query row r sits at key
+// column r + delta (delta = t0 − tau0) and sees columns c with r + delta − W < c ≤ r + delta (no
+// lower bound when W = 0). A key tile before the diagonal (tau0 < t0) is full and, away from the
+// window's edge, unmasked.
 template <class T>
 void probs_and_dscores(T* S, T* dP, const T* Qs, const T* dOs, const T* Kt, const T* Vt,
-                       const T* lse, const T* D, int64_t nq, int64_t nk, bool diagonal,
+                       const T* lse, const T* D, int64_t nq, int64_t nk, int64_t delta, int64_t W,
                        int64_t dp) {
+  const bool masked = delta == 0 || (W > 0 && delta + nq - 1 >= W);
   gemm(S, kT, Qs, dp, 1, Kt, kT, nq, round_up(nk, kLanes<T>), dp, false);
   gemm(dP, kT, dOs, dp, 1, Vt, kT, nq, round_up(nk, kLanes<T>), dp, false);
   using V = typename attn::Simd<T>::vec;
-  constexpr int64_t W = kLanes<T>;
+  constexpr int64_t L = kLanes<T>;
   V iota;
-  for (int64_t c = 0; c < W; ++c) iota[c] = T(c);
+  for (int64_t c = 0; c < L; ++c) iota[c] = T(c);
   for (int64_t r = 0; r < nq; ++r) {
-    const V m = attn::splat(lse[r]), Dr = attn::splat(D[r]), row = attn::splat(T(r));
-    for (int64_t c = 0; c < kT; c += W) {
+    const V m = attn::splat(lse[r]), Dr = attn::splat(D[r]);
+    // Visible columns: lo ≤ c ≤ hi (the window's first key, the query's own position).
+    const V hi = attn::splat(T(r + delta)), lo = attn::splat(T(W > 0 ? r + delta - W + 1 : -1));
+    for (int64_t c = 0; c < kT; c += L) {
       const V p = attn::exp_simd<T>(attn::load(S + r * kT + c) - m);
       const V ds = p * (attn::load(dP + r * kT + c) - Dr);
-      if (!diagonal) {
+      if (!masked) {
         attn::store(S + r * kT + c, p);
         attn::store(dP + r * kT + c, ds);
       } else {  // columns past round_up(nk) hold stale scratch: the select drops them
-        const auto visible = iota + T(c) <= row;
+        const V col = iota + T(c);
+        const auto visible = (col <= hi) & (col >= lo);
         attn::store(S + r * kT + c, visible ? p : V{});
         attn::store(dP + r * kT + c, visible ? ds : V{});
       }
@@ -338,31 +383,38 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
         const int64_t kv = ((b * s.Hk + g) * nt + j) * tile;
         T* dKj = dKp + bh * rows + tau0 * dp;
         T* dVj = dVp + bh * rows + tau0 * dp;
-        for (int64_t i = j; i < nt; ++i) {
+        for (int64_t i = j, i1 = s.last_query_tile(j); i <= i1; ++i) {
           const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
           const T* Qi = Qh + t0 * dp;
           const T* dOi = dOh + t0 * dp;
-          probs_and_dscores(S, dP, Qi, dOi, kt + kv, vt + kv, lse_h + t0, D_h + t0, nq, nk, i == j,
-                            dp);
+          probs_and_dscores(S, dP, Qi, dOi, kt + kv, vt + kv, lse_h + t0, D_h + t0, nq, nk,
+                            t0 - tau0, s.W, dp);
           gemm(dVj, dp, S, 1, kT, dOi, dp, nk, dp, nq, i > j);  // dV_j += Pᵀ·dO_i
           gemm(dKj, dp, dP, 1, kT, Qi, dp, nk, dp, nq, i > j);  // dK_j += dSᵀ·Qs_i
-          gemm(dQh + t0 * dp, dp, dP, kT, 1, kr + kv, dp, nq, dp, nk, j > j0);  // dQ_i += dS·K_j
+          // dQ_i += dS·K_j; the chunk's first key tile reaching query tile i overwrites.
+          const bool first = j == std::max(j0, s.first_key_tile(i));
+          gemm(dQh + t0 * dp, dp, dP, kT, 1, kr + kv, dp, nq, dp, nk, !first);
         }
       }
     }
 
-    // dq = scale · Σ_c dQ partials (chunks c whose first key tile is ≤ the row's tile), dk, dv =
-    // Σ over the G heads of the kv head; both in a fixed order.
+    // dq = scale · Σ_c dQ partials (chunks c holding a key tile the row's tile reaches: first key
+    // tile ≤ the row's tile, last ≥ first_key_tile of it), dk, dv = Σ over the G heads of the kv
+    // head; both in a fixed order.
 #pragma omp for schedule(static)
     for (int64_t bt = 0; bt < s.B * s.T; ++bt) {
-      const int64_t b = bt / s.T, t = bt % s.T, i = t / kT;
+      const int64_t b = bt / s.T, t = bt % s.T, i = t / kT, jlo = s.first_key_tile(i);
       for (int64_t h = 0; h < s.Hq; ++h) {
         const int64_t bh = b * s.Hq + h;
         T* row = dq + (bt * s.Hq + h) * d;
         const T* p0 = dQp + bh * C * rows + t * dp;
-        for (int64_t e = 0; e < d; ++e) row[e] = p0[e];
-        for (int64_t c = 1; c < C && chunks.start[size_t(c)] <= i; ++c)
-          for (int64_t e = 0; e < d; ++e) row[e] += p0[c * rows + e];
+        bool any = false;
+        for (int64_t c = 0; c < C && chunks.start[size_t(c)] <= i; ++c) {
+          if (chunks.start[size_t(c + 1)] <= jlo) continue;  // every key tile before the window
+          for (int64_t e = 0; e < d; ++e)
+            row[e] = any ? row[e] + p0[c * rows + e] : p0[c * rows + e];
+          any = true;
+        }
         for (int64_t e = 0; e < d; ++e) row[e] *= scale;
       }
       for (int64_t g = 0; g < s.Hk; ++g) {
@@ -384,8 +436,8 @@ void backward_impl(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, c
 }  // namespace
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v) {
-  const Dims s = attention_dims(q, k);
+                       const Tensor& v, int64_t window) {
+  const Dims s = attention_dims(q, k, window);
   ZAYA_DISPATCH_FLOAT(q.dtype,
                       forward_impl(o.ptr<scalar_t>(), lse.ptr<scalar_t>(), q.ptr<scalar_t>(),
                                    k.ptr<scalar_t>(), v.ptr<scalar_t>(), s));
@@ -393,8 +445,8 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse) {
-  const Dims s = attention_dims(q, k);
+                        const Tensor& lse, int64_t window) {
+  const Dims s = attention_dims(q, k, window);
   ZAYA_DISPATCH_FLOAT(q.dtype,
                       backward_impl(dq.ptr<scalar_t>(), dk.ptr<scalar_t>(), dv.ptr<scalar_t>(),
                                     do_.ptr<scalar_t>(), q.ptr<scalar_t>(), k.ptr<scalar_t>(),

@@ -2,15 +2,17 @@
 // K/V cache (docs/model.md §4.7–4.8), forward only, F32.
 //
 // Layout: q[L,Hq,d], k,v[S,Hk,d], o[L,Hq,d]; query i sits at position p_i = S−L+i and sees keys
-// 0…p_i; query head h reads kv head g = h/G, G = Hq/Hk. Scores s = (q/√d)·k, softmax in f32.
+// lo_i…p_i, lo_i = 0, or max(0, p_i − W + 1) with a sliding window of W keys (ops/ops.h); query
+// head h reads kv head g = h/G, G = Hq/Hk. Scores s = (q/√d)·k, softmax in f32.
 //
 // Algorithm (split-key online softmax, "flash decoding"): the keys of query i are cut into chunks
-// of kChunk. One chunk, for the G heads of a kv head together (so each K and V row is read once for
-// the whole group), is two passes over a score buffer: scores for the chunk, then per head
-// m = max s, p = e^{s−m}, l = Σ p, acc = Σ p·v. Chunk partials (m, l, acc) are then merged in
-// chunk order: m' = max(m, m_c), acc' = acc·e^{m−m'} + acc_c·e^{m_c−m'} (l likewise), o = acc/l.
-// The chunking is fixed (not derived from the thread count) and every merge runs in chunk order,
-// so the bits do not depend on the thread count or on how tasks are scheduled.
+// at multiples of kChunk (the first one starting at lo_i, so a window costs O(W) per query). One
+// chunk, for the G heads of a kv head together (so each K and V row is read once for the whole
+// group), is two passes over a score buffer: scores for the chunk, then per head m = max s, p =
+// e^{s−m}, l = Σ p, acc = Σ p·v. Chunk partials (m, l, acc) are then merged in chunk order: m' =
+// max(m, m_c), acc' = acc·e^{m−m'} + acc_c·e^{m_c−m'} (l likewise), o = acc/l. The chunking is
+// fixed (not derived from the thread count) and every merge runs in chunk order, so the bits do not
+// depend on the thread count or on how tasks are scheduled.
 //
 // Parallel plan: few queries (decode, L·Hk small) → one task per (query, kv head, chunk), partials
 // in a buffer, then a merge pass, both on the decode team of ops/cpu/stealing.h; many queries
@@ -78,8 +80,19 @@ inline float exp_sum_lanes(float* s, int64_t n, float m) {
 
 struct Dims {
   int64_t L, S, Hq, Hk, d;
+  int64_t W;  // keys a query sees, itself included; 0 = all earlier keys
   int64_t G() const { return Hq / Hk; }
-  int64_t chunks(int64_t i) const { return (S - L + i) / kChunk + 1; }  // keys 0 … S−L+i
+  int64_t pos(int64_t i) const { return S - L + i; }
+  int64_t first_key(int64_t i) const { return W == 0 ? 0 : std::max<int64_t>(0, pos(i) - W + 1); }
+  // Chunks of query i's keys first_key(i) … pos(i): those of the multiples of kChunk they span.
+  int64_t chunks(int64_t i) const { return pos(i) / kChunk - first_key(i) / kChunk + 1; }
+  // Keys [tau0, tau1) of query i's chunk c.
+  int64_t chunk_begin(int64_t i, int64_t c) const {
+    return std::max(first_key(i), (first_key(i) / kChunk + c) * kChunk);
+  }
+  int64_t chunk_end(int64_t i, int64_t c) const {
+    return std::min((first_key(i) / kChunk + c + 1) * kChunk, pos(i) + 1);
+  }
 };
 
 // One chunk's partial for the G heads of a group: keys [tau0, tau1) of kv head g.
@@ -144,8 +157,10 @@ void load_queries(float* qs, const float* q, const Dims& D, int64_t i, int64_t g
 void forward_impl(float* o, const float* q, const float* k, const float* v, const Dims& D) {
   const int64_t G = D.G(), d = D.d, L = D.L, Hk = D.Hk;
   const float scale = 1.0f / std::sqrt(float(d));
-  const bool parallel = double(L) * double(D.S) * double(D.Hq * d) > double(kParallelMin);
-  const int64_t max_chunks = D.chunks(L - 1);
+  const int64_t keys = D.W == 0 ? D.S : std::min(D.S, D.W);  // the most keys one query sees
+  const bool parallel = double(L) * double(keys) * double(D.Hq * d) > double(kParallelMin);
+  int64_t max_chunks = 0;
+  for (int64_t i = 0; i < L; ++i) max_chunks = std::max(max_chunks, D.chunks(i));
   const int64_t part = G * (d + 2);  // one partial: m[G], l[G], acc[G,d]
   if (L * Hk < 16) {
     // Few (query, kv head) pairs: split their keys across tasks, then merge in chunk order.
@@ -159,8 +174,8 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
       s.resize(size_t(G * kChunk));
       for (int64_t task = t0; task < t1; ++task) {
         const int64_t ig = task / max_chunks, c = task % max_chunks, i = ig / Hk, g = ig % Hk;
-        if (c >= D.chunks(i)) continue;  // beyond this query's position
-        const int64_t tau0 = c * kChunk, tau1 = std::min(tau0 + kChunk, D.S - L + i + 1);
+        if (c >= D.chunks(i)) continue;  // beyond this query's keys
+        const int64_t tau0 = D.chunk_begin(i, c), tau1 = D.chunk_end(i, c);
         float* pm = parts.data() + task * part;
         load_queries(qs.data(), q, D, i, g, scale);
         chunk_partial(pm, pm + G, pm + 2 * G, s.data(), qs.data(), k, v, D, g, tau0, tau1);
@@ -188,7 +203,7 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
       const int64_t i = ig / Hk, g = ig % Hk;
       load_queries(qs.data(), q, D, i, g, scale);
       for (int64_t c = 0; c < D.chunks(i); ++c) {
-        const int64_t tau0 = c * kChunk, tau1 = std::min(tau0 + kChunk, D.S - L + i + 1);
+        const int64_t tau0 = D.chunk_begin(i, c), tau1 = D.chunk_end(i, c);
         chunk_partial(pc.data(), pc.data() + G, pc.data() + 2 * G, s.data(), qs.data(), k, v, D, g,
                       tau0, tau1);
         merge_partial(run.data(), run.data() + G, run.data() + 2 * G, pc.data(), pc.data() + G,
@@ -201,8 +216,11 @@ void forward_impl(float* o, const float* q, const float* k, const float* v, cons
 
 }  // namespace
 
-void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v) {
-  const Dims D{q.size(0), k.size(0), q.size(1), k.size(1), q.size(2)};
+void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                              int64_t window) {
+  // A window of S or more keys hides nothing: the plain causal path.
+  const Dims D{q.size(0), k.size(0), q.size(1),
+               k.size(1), q.size(2), window >= k.size(0) ? 0 : window};
   forward_impl(o.ptr<float>(), q.ptr<float>(), k.ptr<float>(), v.ptr<float>(), D);
 }
 

@@ -536,7 +536,8 @@ namespace zaya::ops::gpu {
 using namespace zaya::gpu;
 
 void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, const Tensor& k,
-                       const Tensor& v) {
+                       const Tensor& v, int64_t window) {
+  if (window > 0) fail("attention_forward: window {}: no GPU sliding-window kernel yet", window);
   const Dims s = attention_dims(q, k);
   check_grid(s.T, s.B, s.Hq);
   if (gpu_attention_path() == GpuAttentionPath::Gemm)
@@ -548,7 +549,8 @@ void attention_forward(const Tensor& o, const Tensor& lse, const Tensor& q, cons
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& do_,
                         const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
-                        const Tensor& lse) {
+                        const Tensor& lse, int64_t window) {
+  if (window > 0) fail("attention_backward: window {}: no GPU sliding-window kernel yet", window);
   const Dims s = attention_dims(q, k);
   check_grid(s.T, s.B, s.Hq);
   const int64_t rows = s.B * s.T * s.Hq;

@@ -117,7 +117,9 @@ __global__ __launch_bounds__(kBlock) void combine_kernel(float* o, const float* 
 
 }  // namespace
 
-void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v) {
+void attention_cached_forward(const Tensor& o, const Tensor& q, const Tensor& k, const Tensor& v,
+                              int64_t window) {
+  if (window > 0) fail("attention_cached_forward: window {}: no GPU sliding-window kernel", window);
   const int64_t L = q.size(0), S = k.size(0), Hq = q.size(1), Hk = k.size(1), d = q.size(2);
   ZAYA_ASSERT(S < (int64_t(1) << 30), "attention_cached_forward: S ≥ 2^30 (int offsets)");
   if (L > kSplitMaxL) {
