@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <vector>
 
+#include "model/attention_window.h"
 #include "model/param_layout.h"
 
 namespace zaya {
 
 int64_t kv_keys_kept(const ZayaConfig& c, int64_t i, int64_t context) {
-  const int64_t w = c.window(i);
+  const int64_t w = attention_keys(c, i);
   return w > 0 ? std::min(context, w) : context;
 }
 
@@ -56,7 +57,7 @@ ModelFacts model_facts(const ZayaConfig& c, int64_t context_length) {
   const double T = double(context_length);
   for (int64_t i = 0; i < c.num_layers(); ++i) {
     if (!c.is_attention(i)) continue;
-    const double w = double(c.window(i));
+    const double w = double(attention_keys(c, i));
     const double keys = w <= 0 || w >= T ? (T + 1) / 2 : (w * (w + 1) / 2 + (T - w) * w) / T;
     f.flops_attention_per_token += 4.0 * double(c.q_heads() * d) * keys;
   }
