@@ -29,7 +29,19 @@ import safetensors_io as st  # noqa: E402
 from zaya_twin import (CCA, ZayaConfig, ZayaTwin, count_params, init_random_test_,  # noqa: E402
                        rope_tables)
 
-DATA = os.path.join(mv.REPO, "tests", "data", "model")
+DATA = os.path.join(mv.REPO, "tests", "fixtures", "model")
+# The sliding-window cases (docs/model.md §4.9), kept apart from DATA's (see tests/fixtures/model_swa).
+DATA_SWA = os.path.join(mv.REPO, "tests", "fixtures", "model_swa")
+
+
+def case_dirs():
+    """(path, name) of every committed case, DATA's then DATA_SWA's."""
+    out = []
+    for root in (DATA, DATA_SWA):
+        if os.path.isdir(root):
+            out += [(os.path.join(root, x), x) for x in sorted(os.listdir(root))
+                    if os.path.isdir(os.path.join(root, x))]
+    return out
 RESULTS = []
 
 
@@ -263,20 +275,20 @@ def naive_forward(model, tokens):
     # §4.6 tables element-wise (independent of the twin's torch code)
     m_half = r // 2
 
-    def rope_np(t, i):
+    def rope_np(t, i, theta):
         f32 = np.float32
         e = f32(f32(2 * i) / f32(r))
-        inv = f32(f32(1.0) / f32(math.pow(float(f32(c.rope_theta)), float(e))))
+        inv = f32(f32(1.0) / f32(math.pow(float(f32(theta)), float(e))))
         a = float(f32(f32(t) * inv))
         return float(f32(math.cos(a))), float(f32(math.sin(a)))
 
     def rms(v, w, eps):
         return w * (v / math.sqrt(float((v * v).mean()) + eps))
 
-    def rope(v, t):
+    def rope(v, t, theta):
         out = v.clone()
         for i in range(m_half):
-            cs, sn = rope_np(t, i)
+            cs, sn = rope_np(t, i, theta)
             out[i] = v[i] * cs - v[i + m_half] * sn
             out[i + m_half] = v[i + m_half] * cs + v[i] * sn
         return out
@@ -309,6 +321,9 @@ def naive_forward(model, tokens):
                 u = torch.stack([torch.cat([q0[t], k0[t]]) for t in range(T)])
                 z = conv_loops(u, W[q + "conv_qk.0.weight"], W[q + "conv_qk.0.bias"],
                                W[q + "conv_qk.1.weight"], W[q + "conv_qk.1.bias"], d)
+                # docs/model.md §4.9: a windowed sub-layer has its own theta and sees keys t-Wi+1 .. t.
+                Wi = c.windows[i]
+                theta = c.swa_theta if Wi > 0 else c.rope_theta
                 Qh, Kh, Vh = [], [], []
                 for t in range(T):
                     Qt, Kt = [], []
@@ -321,17 +336,18 @@ def naive_forward(model, tokens):
                         Kt.append(z[t, (Hq + g) * d:(Hq + g + 1) * d] + 0.5 * (qm + k0[t][g * d:(g + 1) * d]))
                     xp = x[t - 1] if t > 0 else torch.zeros_like(x[t])
                     v = torch.cat([W[q + "val_proj1.weight"] @ x[t], W[q + "val_proj2.weight"] @ xp])
-                    Qh.append([rope(sd * Qt[hh] / Qt[hh].norm(), t) for hh in range(Hq)])
-                    Kh.append([rope(W[q + "temp"][g] * sd * Kt[g] / Kt[g].norm(), t) for g in range(Hk)])
+                    Qh.append([rope(sd * Qt[hh] / Qt[hh].norm(), t, theta) for hh in range(Hq)])
+                    Kh.append([rope(W[q + "temp"][g] * sd * Kt[g] / Kt[g].norm(), t, theta) for g in range(Hk)])
                     Vh.append([v[g * d:(g + 1) * d] for g in range(Hk)])
                 o = []
                 for t in range(T):
                     heads = []
                     for hh in range(Hq):
                         g = hh // G
-                        s = torch.stack([(Qh[t][hh] * Kh[tau][g]).sum() / sd for tau in range(t + 1)])
+                        keys = range(max(0, t - Wi + 1) if Wi > 0 else 0, t + 1)
+                        s = torch.stack([(Qh[t][hh] * Kh[tau][g]).sum() / sd for tau in keys])
                         a = torch.softmax(s, 0)
-                        heads.append(sum(a[tau] * Vh[tau][g] for tau in range(t + 1)))
+                        heads.append(sum(a[j] * Vh[tau][g] for j, tau in enumerate(keys)))
                     o.append(W[p + "self_attn.o_proj.weight"] @ torch.cat(heads))
             else:
                 rp = p + "zaya_block.router."
@@ -373,12 +389,11 @@ def naive_forward(model, tokens):
 
 
 def check_naive():
-    dirs = sorted(x for x in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, x))) if os.path.isdir(DATA) else []
+    dirs = case_dirs()
     if not dirs:
         report("(v) loop-level implementation == twin", False, "no committed cases found")
         return
-    for name in dirs:
-        dd = os.path.join(DATA, name)
+    for dd, name in dirs:
         with open(os.path.join(dd, "config.json")) as f:
             cfg = json.load(f)
         m = ZayaTwin(cfg, dtype=torch.float64)
@@ -427,10 +442,9 @@ def check_rope():
 
 # ------------------------------------------------------------------------------------------ (vii)
 def check_committed():
-    dirs = sorted(x for x in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, x))) if os.path.isdir(DATA) else []
-    for name in dirs:
+    for dd, name in case_dirs():
         try:
-            mv.verify_case_dir(os.path.join(DATA, name))
+            mv.verify_case_dir(dd)
             report(f"(vii) committed vectors reproduce from their files [{name}]", True)
         except AssertionError as e:
             report(f"(vii) committed vectors reproduce from their files [{name}]", False, str(e))

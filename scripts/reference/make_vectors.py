@@ -2,6 +2,7 @@
 """Generate the ZAYA1 model test vectors in tests/fixtures/model/<case>/.
 
 Run from anywhere:  /usr/bin/python3 scripts/reference/make_vectors.py  [--out DIR] [--only CASE ...]
+(cases with sliding-window layers go to tests/fixtures/model_swa/<case>/ unless --out is given)
 
 Each case directory holds
   config.json          full S1-schema config (docs/model.md §1, like §12.2)
@@ -30,7 +31,9 @@ import safetensors_io as st  # noqa: E402
 from zaya_twin import ZayaTwin, init_random_test_  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "tests", "data", "model")
+DEFAULT_OUT = os.path.join(REPO, "tests", "fixtures", "model")
+# Cases with sliding-window layers (docs/model.md §4.9): read by tests/model/test_attention_window.cpp.
+DEFAULT_OUT_SWA = os.path.join(REPO, "tests", "fixtures", "model_swa")
 BASE_SEED = 20250601
 MIN_MARGIN = 2e-3  # smallest allowed gap between the best and second-best biased router score
 
@@ -378,16 +381,19 @@ def verify_case_dir(d):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--out", default=None,
+                    help="directory for the cases (default: tests/fixtures/model, the windowed ones "
+                         "tests/fixtures/model_swa)")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
     torch.set_num_threads(1)  # deterministic reductions
-    os.makedirs(args.out, exist_ok=True)
     total = 0
     for case in CASES:
         if args.only and case["name"] not in args.only:
             continue
-        total += build_case(case, args.out)
+        out = args.out or (DEFAULT_OUT_SWA if "swa_layers" in case["cfg"] else DEFAULT_OUT)
+        os.makedirs(out, exist_ok=True)
+        total += build_case(case, out)
     print(f"total bytes: {total}")
 
 

@@ -1,7 +1,8 @@
-// zaya convert --to native|original IN OUT [--max-shard-bytes N]
+// zaya convert --to native|original|legacy IN OUT [--max-shard-bytes N]
 // IN is anything resolve_model_path takes (a model directory, a checkpoint, a run, a file in a
 // model directory; what it picked goes to stderr). Rewrites the model directory in the other
-// checkpoint layout (docs/checkpoint-layouts.md): the config in the target schema, every tensor
+// checkpoint layout (docs/checkpoint-layouts.md; legacy = the original family in the legacy 74B
+// schema and `smoe_block` names): the config in the target schema, every tensor
 // renamed (experts stacked or unstacked) with its dtype and bits unchanged, sharded with an index
 // above --max-shard-bytes. Other files of IN (tokenizer, generation config) are copied. Warns when
 // a router's balancing biases let the skip class win, since the two layouts' semantics then give
@@ -53,7 +54,10 @@ std::vector<int64_t> skip_can_win(const ZayaConfig& c, const SafeTensors& st,
 }
 
 int run_convert(const ConvertArgs& args) {
-  const Semantics to = args.to == "native" ? Semantics::Native : Semantics::Original;
+  const CheckpointLayout to_layout =
+      parse_enum<CheckpointLayout>(args.to).value_or(CheckpointLayout::Original);  // CLI-checked
+  const Semantics to =
+      to_layout == CheckpointLayout::Native ? Semantics::Native : Semantics::Original;
   const ModelPath mp = resolve_model_path(args.in, "IN");
   if (!mp.gguf.empty())
     fail(
@@ -71,7 +75,7 @@ int run_convert(const ConvertArgs& args) {
 
   ConfigSchema schema;
   const ZayaConfig c = load_config((fs::path(a.in) / "config.json").string(), &schema);
-  const ZayaConfig target = with_semantics(c, to);
+  const ZayaConfig target = with_layout(c, to_layout);
   const SafeTensors st = open_model_tensors(a.in, c);
   const ParamLayout layout = make_param_layout(c);
 
@@ -114,7 +118,7 @@ int run_convert(const ConvertArgs& args) {
       fs::copy_file(e.path(), fs::path(a.out) / name, fs::copy_options::overwrite_existing);
   }
   fmt::print("{} ({}) → {} ({} layout): {} tensors, {} bytes of weights\n", a.in,
-             schema_name(schema), a.out, semantics_name(to), tensors.size(), bytes);
+             schema_name(schema), a.out, enum_word(to_layout), tensors.size(), bytes);
   return 0;
 }
 
@@ -124,9 +128,9 @@ Action add_convert_command(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   CLI::App* sub = app.add_subcommand(
       "convert", "Rewrite a model directory in the original (ZAYA1-base) or native layout");
-  sub->add_option("--to", args->to, "target layout: original | native")
+  sub->add_option("--to", args->to, "target layout: original | native | legacy")
       ->required()
-      ->check(CLI::IsMember({"original", "native"}));
+      ->check(CLI::IsMember({"original", "native", "legacy"}));
   sub->add_option("in", args->in, "model directory to read")->required();
   sub->add_option("out", args->out, "new model directory (absent or empty)")->required();
   sub->add_option("--max-shard-bytes", args->max_shard_bytes,

@@ -131,6 +131,8 @@ int run_inspect(const InspectArgs& a) {
   const ModelFacts f = model_facts(c, a.seq_len);
   const double flops = f.flops_matmul_per_token + f.flops_attention_per_token;
   const int64_t bf16 = 2;
+  int64_t windowed = 0;  // attention sub-layers with a sliding window
+  for (int64_t i = 0; i < c.num_layers(); ++i) windowed += c.is_attention(i) && c.window(i) > 0;
   if (a.json) {
     nlohmann::json j = {
         {"layout", semantics_name(c.semantics)},
@@ -149,6 +151,9 @@ int run_inspect(const InspectArgs& a) {
         {"train_flops_per_token", 3 * flops},
         {"kv_values_per_token", f.kv_values_per_token},
         {"kv_bytes_per_token_bf16", f.kv_values_per_token * bf16},
+        {"kv_bytes_bf16_at_32k", kv_values_for_context(c, 32768) * bf16},
+        {"kv_bytes_bf16_at_128k", kv_values_for_context(c, 131072) * bf16},
+        {"windowed_attention_layers", windowed},
         {"kv_bytes_per_token_decode_cache", SequenceCache::bytes_per_token(c)},
         {"mha_kv_bytes_per_token_bf16", f.mha_kv_values_per_token * bf16},
         {"kv_compression", double(f.mha_kv_values_per_token) / double(f.kv_values_per_token)},
@@ -199,6 +204,16 @@ int run_inspect(const InspectArgs& a) {
              3 * flops, a.seq_len);
   fmt::print("KV cache per token     {} (bf16: K and V, {} heads × {} per layer)\n",
              human_bytes(double(f.kv_values_per_token * bf16)), c.kv_heads(), c.head_dim());
+  if (windowed > 0) {
+    fmt::print(
+        "  windowed layers      {} of {} keep at most their window's keys (full-context "
+        "figure above)\n",
+        windowed, f.attention_layers);
+    for (const int64_t T : {int64_t(32768), int64_t(131072)})
+      fmt::print("  at {:>4}K tokens      {} per sequence ({} per token on average, bf16)\n",
+                 T / 1024, human_bytes(double(kv_values_for_context(c, T) * bf16)),
+                 human_bytes(double(kv_values_for_context(c, T) * bf16) / double(T)));
+  }
   fmt::print("  zaya's decode cache  {} (f32, exact: what `zaya generate`/`serve` hold)\n",
              human_bytes(double(SequenceCache::bytes_per_token(c))));
   fmt::print("  multi-head attention {} ({} heads) → CCA is {:.1f}x smaller\n",

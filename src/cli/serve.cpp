@@ -9,8 +9,9 @@
 // run's name for a checkpoint's model). Streams follow the rule of docs/cli.md: stdout carries one
 // line, the result a script waits for — printed once the server listens, with the real port (so
 // --port 0 picks a free one):
-//   zaya serve: NAME (PARAMS params, DTYPE) on http[s]://HOST:PORT — KV cache N bytes/token, max
-//   batch B, context T
+//   zaya serve: NAME (PARAMS params, DTYPE) on http[s]://HOST:PORT — KV cache N bytes/token[ + M
+//   bytes (windowed layers)], max batch B, context T
+// (N: the full-attention layers' K/V per token; M: what sliding-window layers hold at most).
 // and stderr the logs: what was picked, the context's origin, one line per request (server.h);
 // --quiet drops the logs (warnings and errors stay).
 // Chat: the chat format is loaded once at start (chat/chat_template.h: --chat-template FILE, else
@@ -48,6 +49,7 @@
 #include "core/output.h"
 #include "data/tokenizer.h"
 #include "grammar/token_mask.h"
+#include "infer/cache.h"
 #include "infer/engine.h"
 #include "infer/infer_model.h"
 #include "infer/model_files.h"
@@ -263,11 +265,15 @@ int run_serve(const ServeArgs& a) {
   });
 
   const ModelFacts f = model_facts(c, engine.max_context());
+  // The decode cache's real figures (infer/cache.h): bytes per token of the full-attention
+  // sub-layers, and what the windowed ones hold at most, whatever the context.
+  const int64_t window_bytes = SequenceCache::window_bytes(c);
   print_result(
-      "zaya serve: {} ({} params, {}) on {}://{}:{} — KV cache {} bytes/token, max batch {}, "
+      "zaya serve: {} ({} params, {}) on {}://{}:{} — KV cache {} bytes/token{}, max batch {}, "
       "context {}",
       served.id, short_count(f.params_total), dtype_name(model.matrix_dtype()),
-      server.tls() ? "https" : "http", a.host, port, f.kv_values_per_token * int64_t(sizeof(float)),
+      server.tls() ? "https" : "http", a.host, port, SequenceCache::bytes_per_token(c),
+      window_bytes > 0 ? fmt::format(" + {} bytes (windowed layers)", window_bytes) : "",
       a.max_batch, engine.max_context());
 
   server.listen();

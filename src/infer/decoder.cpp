@@ -20,6 +20,8 @@ enum Slot : size_t {
   kIds,
   kCos,
   kSin,
+  kCosW,
+  kSinW,  // RoPE tables of the windowed sub-layers' θ, when it differs
   kO0,
   kO1,
   kH0,
@@ -115,6 +117,17 @@ void Decoder::forward(std::span<const DecodeItem> items, const Tensor& logits, b
   for (int64_t k = 0; k < N; ++k)
     ops::rope_tables(cos_.rows(k, k + 1), sin_.rows(k, k + 1), pos_[size_t(k)], c.rope_theta,
                      c.rotary_dim());
+  // A second pair of tables when some sub-layer rotates with another θ (the windowed ones may).
+  theta_w_ = c.rope_theta;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    if (c.is_attention(i) && c.rope_theta_of(i) != c.rope_theta) theta_w_ = c.rope_theta_of(i);
+  if (theta_w_ != c.rope_theta) {
+    cos_w_ = scratch(kCosW, DType::F32, {N, half});
+    sin_w_ = scratch(kSinW, DType::F32, {N, half});
+    for (int64_t k = 0; k < N; ++k)
+      ops::rope_tables(cos_w_.rows(k, k + 1), sin_w_.rows(k, k + 1), pos_[size_t(k)], theta_w_,
+                       c.rotary_dim());
+  }
 
   int64_t R_max = 1;
   for (int64_t i = 0; i < c.num_layers(); ++i)
@@ -202,8 +215,12 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
   ops::qk_mean_forward(Q, K, z.view({1, N, C}), u.view({1, N, C}));
   ops::l2norm_scale_forward(qr, qn, Q, {}, c.l2norm_floor());
   ops::l2norm_scale_forward(kr, kn, K, a.temp, c.l2norm_floor());
-  ops::rope_forward(qr, cos_, sin_);
-  ops::rope_forward(kr, cos_, sin_);
+  const bool other_theta = c.rope_theta_of(i) != c.rope_theta;
+  ZAYA_ASSERT(!other_theta || c.rope_theta_of(i) == theta_w_,
+              "sub-layer {}: a third RoPE theta {} (tables for {} and {})", i, c.rope_theta_of(i),
+              c.rope_theta, theta_w_);
+  ops::rope_forward(qr, other_theta ? cos_w_ : cos_, other_theta ? sin_w_ : sin_);
+  ops::rope_forward(kr, other_theta ? cos_w_ : cos_, other_theta ? sin_w_ : sin_);
 
   // Append K and V = [W_v1 x_t ; W_v2 x_{t−1}] to each cache, then attend over it.
   const Tensor att = scratch(kAtt, DType::F32, {N, Hq, d});
@@ -212,6 +229,12 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
   for (const DecodeItem& it : items) {
     const int64_t L = int64_t(it.tokens.size()), start = it.cache->length();
     LayerCache& lc = it.cache->layer(i);
+    if (lc.keys > 0) {
+      attend_window(lc, start, att.rows(row, row + L), q_rows.rows(row, row + L),
+                    k_rows.rows(row, row + L), p1.rows(row, row + L), p2.rows(row, row + L));
+      row += L;
+      continue;
+    }
     ops::copy(lc.k.rows(start, start + L), k_rows.rows(row, row + L));
     ops::concat_cols(lc.v.rows(start, start + L).view({L, Hk * d}), p1.rows(row, row + L),
                      p2.rows(row, row + L));
@@ -220,6 +243,44 @@ void Decoder::attention(int64_t i, std::span<const DecodeItem> items, const Tens
     row += L;
   }
   ops::linear_forward(out, att.view({N, Hq * d}), a.wo, {});
+}
+
+void Decoder::attend_window(LayerCache& lc, int64_t start, const Tensor& att, const Tensor& q,
+                            const Tensor& k, const Tensor& p1, const Tensor& p2) {
+  const int64_t W = lc.keys, rows = lc.k.shape[0], L = q.shape[0];
+  const int64_t Hk = lc.k.shape[1], d = lc.k.shape[2];
+  for (int64_t done = 0; done < L;) {
+    const int64_t p = start + done;
+    // Slide the buffer's front to where it must be for writes at p (cache.h), moving the rows of
+    // positions [f, p) to the front in pieces no longer than the distance moved, so that no piece
+    // overlaps its own destination.
+    const int64_t f = SequenceCache::window_first(W, p);
+    ZAYA_ASSERT(lc.first <= f, "window front {} past {}", lc.first, f);
+    if (f > lc.first) {
+      const int64_t by = f - lc.first, keep = p - f;
+      for (int64_t r = 0; r < keep; r += by) {
+        const int64_t n = std::min(by, keep - r);
+        ops::copy(lc.k.rows(r, r + n), lc.k.rows(r + by, r + by + n));
+        ops::copy(lc.v.rows(r, r + n), lc.v.rows(r + by, r + by + n));
+      }
+      lc.first = f;
+    }
+    // As many new positions as fit, then the attention of their queries.
+    const int64_t s = std::min(L - done, rows - (p - f)), r0 = p - f;
+    ZAYA_ASSERT(s >= 1, "window buffer of {} rows full at position {} (front {})", rows, p, f);
+    ops::copy(lc.k.rows(r0, r0 + s), k.rows(done, done + s));
+    ops::concat_cols(lc.v.rows(r0, r0 + s).view({s, Hk * d}), p1.rows(done, done + s),
+                     p2.rows(done, done + s));
+    // Keys from the first one the earliest query sees: older rows may be stale (cache.h).
+    const int64_t k0 = std::max<int64_t>(0, p - (W - 1)) - f;
+    const Tensor kk = lc.k.rows(k0, r0 + s);
+    // A window as long as the keys passed hides nothing (a decode step: exactly the W keys its
+    // query sees), so it is passed as 0, the plain causal call every backend has.
+    const int64_t window = W >= kk.shape[0] ? 0 : W;
+    ops::attention_cached_forward(att.rows(done, done + s), q.rows(done, done + s), kk,
+                                  lc.v.rows(k0, r0 + s), window);
+    done += s;
+  }
 }
 
 void Decoder::moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor& r,

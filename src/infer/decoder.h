@@ -2,7 +2,9 @@
 // tokens (a prompt chunk when prefilling, one token when decoding) and its SequenceCache. The new
 // tokens of all sequences are flattened into one [N, D] stream so every weight matrix is read once
 // per step for the whole batch; only the conv, value shift and attention look at one sequence at
-// a time (through its cache). Same equations as model/transformer.cpp, forward only.
+// a time (through its cache). Same equations as model/transformer.cpp, forward only: each
+// attention sub-layer rotates with its own θ (rope_theta_of), and a sliding-window one attends
+// over its cache's bounded buffer (cache.h), a long chunk in pieces that fit it.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -32,6 +34,10 @@ class Decoder {
 
  private:
   void attention(int64_t i, std::span<const DecodeItem> items, const Tensor& x, const Tensor& out);
+  // The attention of one sequence's L new tokens on a windowed sub-layer (cache.h): appends their
+  // K rows k[L, Hk·d] and V = [p1 ; p2] to the sliding buffer and writes att[L, Hq, d].
+  void attend_window(LayerCache& lc, int64_t start, const Tensor& att, const Tensor& q,
+                     const Tensor& k, const Tensor& p1, const Tensor& p2);
   void moe(int64_t i, const Tensor& x, const Tensor& rprev, const Tensor& r, const Tensor& out);
   Tensor scratch(size_t slot, DType t, std::initializer_list<int64_t> dims);
 
@@ -39,6 +45,8 @@ class Decoder {
   std::vector<std::vector<float>> scratch_;  // reused between calls
   std::vector<int64_t> pos_;                 // position of every token of the current call
   Tensor cos_, sin_;                         // RoPE tables, one row per token of the call
+  Tensor cos_w_, sin_w_;  // the same for theta_w_, the other θ some sub-layers use (if any)
+  double theta_w_ = 0;
   // Host-side metadata of a call (token ids, row indices, the router's choices copied back),
   // reused between calls; the ops read them as I32 row-id tensors.
   std::vector<int32_t> host_ids_, host_rows_, host_choice_;

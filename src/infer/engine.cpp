@@ -260,15 +260,29 @@ Engine::Engine(const InferModel& model, const Tokenizer* tok, EngineOptions opt)
   if (opt.max_context <= 0 || opt.max_context > limit) impl_->opt.max_context = limit;
   // One sequence's KV cache at the full context must fit the cache budget: a model that claims a
   // context of 2^40 tokens is served with the context that fits (a request never allocates more).
-  const int64_t per_token = std::max<int64_t>(1, SequenceCache::bytes_per_token(model.config()));
+  // The cache's real size (SequenceCache::kv_bytes): the full sub-layers grow with the context,
+  // the windowed ones stop at their window. It grows with the context, so the largest context
+  // that fits is found by bisection.
+  const ZayaConfig& c = model.config();
   const int64_t budget = opt.max_cache_bytes > 0 ? opt.max_cache_bytes : default_cache_budget();
-  const int64_t fits = std::max<int64_t>(1, budget / per_token);
-  if (impl_->opt.max_context > fits) {
+  // Each position costs the full sub-layers' bytes_per_token at least: bounding the search by it
+  // also keeps kv_bytes far from overflow for a model that claims a huge context.
+  const int64_t per_token = SequenceCache::bytes_per_token(c);
+  int64_t lo = 1, hi = impl_->opt.max_context;  // kv_bytes(lo) fits, or lo = 1
+  if (per_token > 0) hi = std::max<int64_t>(1, std::min(hi, budget / per_token));
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (SequenceCache::kv_bytes(c, mid) <= budget)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  if (impl_->opt.max_context > lo) {
     log_info(
-        "engine: context lowered from {} to {} tokens (a sequence's KV cache, {} bytes/token, "
-        "within {} bytes)",
-        impl_->opt.max_context, fits, per_token, budget);
-    impl_->opt.max_context = fits;
+        "engine: context lowered from {} to {} tokens (a sequence's KV cache, {} bytes/token "
+        "plus {} bytes of windowed sub-layers, within {} bytes)",
+        impl_->opt.max_context, lo, per_token, SequenceCache::window_bytes(c), budget);
+    impl_->opt.max_context = lo;
   }
   if (impl_->opt.eos_ids.empty()) impl_->opt.eos_ids = {int32_t(model.config().eos_token_id)};
   ZAYA_CHECK_INPUT(opt.max_batch >= 1, "max batch must be at least 1, not {}", opt.max_batch);

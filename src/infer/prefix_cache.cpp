@@ -17,7 +17,7 @@ struct PrefixCache::Node {
   int64_t children = 0;
   bool pinned = false;       // an ancestor of a node being inserted: not evictable now
   std::vector<int32_t> ids;  // this block's token ids
-  std::vector<float> kv;     // per attention sub-layer: K rows [block, Hk·d], then V rows
+  std::vector<float> kv;     // per attention sub-layer a: K rows [rows_[a], Hk·d], then V rows
   std::vector<float> state;  // per attention sub-layer: conv state [2, C], then x_prev [D]
   std::list<Node*>::iterator lru;
 };
@@ -27,17 +27,26 @@ PrefixCache::PrefixCache(const ZayaConfig& c, PrefixCacheOptions opt) : opt_(std
                    opt_.block);
   ZAYA_CHECK_INPUT(opt_.max_bytes >= 0, "prefix cache size must not be negative ({} bytes)",
                    opt_.max_bytes);
-  for (int64_t i = 0; i < c.num_layers(); ++i)
-    if (c.is_attention(i)) attn_layers_.push_back(i);
   row_floats_ = c.kv_heads() * c.head_dim();
   conv_floats_ = 2 * c.conv_channels();
   x_floats_ = c.hidden_size;
+  // A windowed sub-layer keeps only the rows some later position can still see: the last
+  // keys − 1 of the block (prefix_cache.h).
+  int64_t kv_floats = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i) {
+    if (!c.is_attention(i)) continue;
+    const int64_t keys = SequenceCache::window_keys(c, i);
+    attn_layers_.push_back(i);
+    rows_.push_back(keys > 0 ? std::min(opt_.block, keys - 1) : opt_.block);
+    kv_offset_.push_back(kv_floats);
+    kv_floats += 2 * rows_.back() * row_floats_;
+  }
+  kv_floats_ = kv_floats;
   const int64_t A = int64_t(attn_layers_.size());
   // Payload plus the node itself and a rough cost of its list and hash-map entries.
-  node_bytes_ =
-      opt_.block * int64_t(sizeof(int32_t)) +
-      A * (2 * opt_.block * row_floats_ + conv_floats_ + x_floats_) * int64_t(sizeof(float)) +
-      int64_t(sizeof(Node)) + 8 * int64_t(sizeof(void*));
+  node_bytes_ = opt_.block * int64_t(sizeof(int32_t)) +
+                (kv_floats + A * (conv_floats_ + x_floats_)) * int64_t(sizeof(float)) +
+                int64_t(sizeof(Node)) + 8 * int64_t(sizeof(void*));
   stats_.max_bytes = opt_.max_bytes;
 }
 
@@ -100,11 +109,22 @@ int64_t PrefixCache::restore(std::span<const int32_t> ids, SequenceCache& cache)
   const int64_t R = row_floats_;
   for (size_t a = 0; a < attn_layers_.size(); ++a) {
     LayerCache& lc = cache.layer(attn_layers_[a]);
+    // Full attention: every position. Windowed: the positions from len − (keys − 1) on, at the
+    // rows a prefilled cache has them when its next rows are written at len (cache.h).
+    const int64_t lo = lc.keys > 0 ? std::max<int64_t>(0, len - (lc.keys - 1)) : 0;
+    lc.first = lc.keys > 0 ? SequenceCache::window_first(lc.keys, len) : 0;
+    const int64_t rows = rows_[a];
     for (const Node* m = n; m; m = m->parent) {
-      float* kv = const_cast<float*>(m->kv.data()) + a * 2 * B * R;
-      const int64_t p0 = (m->depth - 1) * B;
-      device_copy(lc.k.rows(p0, p0 + B).view({B, R}), Tensor(kv, {B, R}));
-      device_copy(lc.v.rows(p0, p0 + B).view({B, R}), Tensor(kv + B * R, {B, R}));
+      // m stores positions [end − rows, end) of its block.
+      const int64_t end = m->depth * B, p0 = std::max(end - rows, lo);
+      if (end <= lo) break;  // this block and its ancestors are out of the window
+      if (p0 >= end) continue;
+      float* kv = const_cast<float*>(m->kv.data()) + kv_offset_[a];
+      const int64_t skip = p0 - (end - rows), n_rows = end - p0;
+      device_copy(lc.k.rows(p0 - lc.first, end - lc.first).view({n_rows, R}),
+                  Tensor(kv + skip * R, {n_rows, R}));
+      device_copy(lc.v.rows(p0 - lc.first, end - lc.first).view({n_rows, R}),
+                  Tensor(kv + (rows + skip) * R, {n_rows, R}));
     }
     float* st = n->state.data() + a * (conv_floats_ + x_floats_);
     device_copy(lc.conv_state.view({conv_floats_}), Tensor(st, {conv_floats_}));
@@ -146,13 +166,19 @@ bool PrefixCache::capture(std::span<const int32_t> ids, const SequenceCache& cac
   n->depth = L / B;
   n->ids.assign(blk.begin(), blk.end());
   const int64_t R = row_floats_;
-  n->kv.resize(size_t(int64_t(attn_layers_.size()) * 2 * B * R));
+  n->kv.resize(size_t(kv_floats_));
   n->state.resize(attn_layers_.size() * size_t(conv_floats_ + x_floats_));
   for (size_t a = 0; a < attn_layers_.size(); ++a) {
     const LayerCache& lc = cache.layer(attn_layers_[a]);
-    float* kv = n->kv.data() + a * 2 * B * R;
-    device_copy(Tensor(kv, {B, R}), lc.k.rows(L - B, L).view({B, R}));
-    device_copy(Tensor(kv + B * R, {B, R}), lc.v.rows(L - B, L).view({B, R}));
+    const int64_t rows = rows_[a];
+    ZAYA_ASSERT(lc.first <= L - rows, "prefix capture at {}: rows from {} gone (front {})", L,
+                L - rows, lc.first);
+    float* kv = n->kv.data() + kv_offset_[a];
+    if (rows > 0) {
+      const int64_t r0 = L - rows - lc.first;
+      device_copy(Tensor(kv, {rows, R}), lc.k.rows(r0, r0 + rows).view({rows, R}));
+      device_copy(Tensor(kv + rows * R, {rows, R}), lc.v.rows(r0, r0 + rows).view({rows, R}));
+    }
     float* st = n->state.data() + a * (conv_floats_ + x_floats_);
     device_copy(Tensor(st, {conv_floats_}), lc.conv_state.view({conv_floats_}));
     device_copy(Tensor(st + conv_floats_, {x_floats_}), lc.x_prev);

@@ -16,6 +16,13 @@
 // (a block's hash mixes its parent's), and a hit is verified by comparing the block's ids and its
 // parent node, so a hash collision can never return another prefix.
 //
+// Windowed sub-layers (cache.h): a position p can see back to p − (keys − 1), so a node keeps only
+// the last min(block, keys − 1) rows of its block for them, and a restore at p writes the
+// positions p − (keys − 1) … p − 1 (gathered from the node and its ancestors) where a cache that
+// prefilled the same ids keeps them; the rows before are never read. The snapshot is then as good
+// as the prefilled state, bit for bit, and a node of a 4K-window sub-layer with a 256-token block
+// costs the same as a full one, while a W = 1 sub-layer keeps no rows at all.
+//
 // Memory: an LRU over nodes, bounded by max_bytes (the bytes of every node's ids, K/V rows and
 // states plus its bookkeeping). Only leaves are evicted (a node's rows are needed by its children):
 // every use of a node also uses its ancestors, after it, so an ancestor is always more recently
@@ -96,6 +103,9 @@ class PrefixCache {
 
   PrefixCacheOptions opt_;
   std::vector<int64_t> attn_layers_;  // the attention sub-layers
+  std::vector<int64_t> rows_;         // per attention sub-layer: K (and V) rows a node keeps
+  std::vector<int64_t> kv_offset_;    // per attention sub-layer: where its rows start in Node::kv
+  int64_t kv_floats_ = 0;             // floats of a node's K/V rows
   int64_t row_floats_ = 0;            // K (or V) floats per position per layer: Hk·d
   int64_t conv_floats_ = 0, x_floats_ = 0;
   int64_t node_bytes_ = 0;

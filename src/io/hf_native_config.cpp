@@ -5,9 +5,15 @@
 //   num_hidden_layers P (pairs)          num_attention_heads H_q (query heads; internal N_h =
 //   2·H_q) head_dim d (must be D / (2·H_q))     moe_intermediate_size I (expert hidden; internal F
 //   = 2·I) num_experts E                        router_hidden_size R rms_norm_eps (every norm)
-//   rope_parameters {"hybrid": {rope_theta, partial_rotary_factor}} layer_types ["hybrid"] × P
-//   ("hybrid_sliding" = sliding-window attention: unsupported)
+//   rope_parameters {"hybrid": {rope_theta, partial_rotary_factor},
+//                    "hybrid_sliding": {rope_theta, partial_rotary_factor}}
+//   layer_types ["hybrid" | "hybrid_sliding"] × P; sliding_window W (the config value of every
+//   "hybrid_sliding" layer: swa_layers holds W at that pair's attention sub-layer, 0 elsewhere;
+//   docs/model.md states how many keys W lets a query see). The windowed layers' θ is
+//   swa_rope_theta; their partial rotary factor must equal the hybrid one (zaya has one).
 #include "io/hf_native_config.h"
+
+#include <algorithm>
 
 #include "io/config_fields.h"
 
@@ -22,15 +28,16 @@ using namespace config_fields;
 const char* const kNativeOnly[] = {"layer_types",  "moe_intermediate_size", "router_hidden_size",
                                    "rms_norm_eps", "rope_parameters",       "num_experts_per_tok"};
 const char* const kOriginalOnly[] = {
-    "zaya_layers",        "cca_num_q_heads", "num_query_groups_list", "ffn_hidden_size_list",
-    "zaya_mlp_expansion", "ffn_hidden_size", "norm_epsilon",          "moe_router_topk",
-    "zaya_use_mod",       "zaya_use_eda"};
+    "zaya_layers",           "smoe_layers",          "smoe_mlp_expansion", "swa_layers",
+    "swa_rotary_base",       "rotary_base",          "rope_pct",           "cca_num_q_heads",
+    "num_query_groups_list", "ffn_hidden_size_list", "zaya_mlp_expansion", "ffn_hidden_size",
+    "norm_epsilon",          "moe_router_topk",      "zaya_use_mod",       "zaya_use_eda"};
 
 // Native fields with no original counterpart of the same name, which the reader consumes.
 const char* const kNativeStructural[] = {
-    "num_hidden_layers",     "layer_types",  "head_dim",
-    "moe_intermediate_size", "num_experts",  "num_experts_per_tok",
-    "router_hidden_size",    "rms_norm_eps", "rope_parameters"};
+    "num_hidden_layers", "layer_types",         "head_dim",           "moe_intermediate_size",
+    "num_experts",       "num_experts_per_tok", "router_hidden_size", "rms_norm_eps",
+    "rope_parameters",   "sliding_window"};
 // Fields both schemas name alike, which the reader consumes too.
 const char* const kShared[] = {"hidden_size",
                                "vocab_size",
@@ -71,8 +78,25 @@ int64_t optional_int(const json& j, const char* name, int64_t fallback) {
   return v ? as_int(name, *v) : fallback;
 }
 
-// rope_parameters: {"hybrid": {...}} (possibly with a stray top-level "rope_type", as on the hub),
-// or one flat {rope_type, rope_theta, partial_rotary_factor}. Missing: transformers' defaults.
+// One layer type's {rope_type, rope_theta, partial_rotary_factor}; `where` names it in errors.
+struct RopeEntry {
+  double theta, factor;
+};
+RopeEntry read_rope_entry(const json& p, const std::string& where) {
+  if (!p.is_object()) field_error(where, "got {} (expected an object)", shown(p));
+  if (const json* t = find(p, "rope_type"); t && *t != json("default"))
+    field_error(where + ".rope_type", "is {} (expected \"default\": plain RoPE)", shown(*t));
+  const json* theta = find(p, "rope_theta");
+  if (!theta) field_error(where + ".rope_theta", "missing (expected a number)");
+  const std::string tn = where + ".rope_theta", fn = where + ".partial_rotary_factor";
+  // transformers' default RoPE init reads the factor with a default of 1.0.
+  const json* prf = find(p, "partial_rotary_factor");
+  return {as_number(tn.c_str(), *theta), prf ? as_number(fn.c_str(), *prf) : 1.0};
+}
+
+// rope_parameters: {"hybrid": {...}, "hybrid_sliding": {...}} (possibly with a stray top-level
+// "rope_type", as on the hub), or one flat {rope_type, rope_theta, partial_rotary_factor} for every
+// layer type. Missing: transformers' defaults.
 void read_rope(const json& j, ZayaConfig& c) {
   c.rope_theta = 5'000'000.0;
   c.partial_rotary_factor = 0.5;
@@ -80,38 +104,63 @@ void read_rope(const json& j, ZayaConfig& c) {
   if (!rp || rp->is_null()) return;
   if (!rp->is_object())
     field_error("rope_parameters", "got {} (expected an object keyed by layer type)", shown(*rp));
-  const json* p = rp->contains("rope_theta") ? rp : find(*rp, "hybrid");
-  if (!p || !p->is_object())
+  const bool flat = rp->contains("rope_theta");
+  const json* p = flat ? rp : find(*rp, "hybrid");
+  if (!p)
     field_error("rope_parameters", "has no \"hybrid\" entry (expected {{\"hybrid\": {{...}}}})");
-  if (const json* t = find(*p, "rope_type"); t && *t != json("default"))
-    field_error("rope_parameters", "rope_type {} is unsupported (expected \"default\": plain RoPE)",
-                shown(*t));
-  const json* theta = find(*p, "rope_theta");
-  if (!theta) field_error("rope_parameters", "has no rope_theta");
-  c.rope_theta = as_number("rope_parameters.rope_theta", *theta);
-  // transformers' default RoPE init reads the factor with a default of 1.0.
-  const json* prf = find(*p, "partial_rotary_factor");
-  c.partial_rotary_factor = prf ? as_number("rope_parameters.partial_rotary_factor", *prf) : 1.0;
+  const RopeEntry hybrid = read_rope_entry(*p, flat ? "rope_parameters" : "rope_parameters.hybrid");
+  c.rope_theta = hybrid.theta;
+  c.partial_rotary_factor = hybrid.factor;
+  const json* ps = flat ? nullptr : find(*rp, "hybrid_sliding");
+  if (!ps || ps->is_null()) return;
+  const RopeEntry sliding = read_rope_entry(*ps, "rope_parameters.hybrid_sliding");
+  if (sliding.factor != hybrid.factor)
+    field_error("rope_parameters.hybrid_sliding.partial_rotary_factor",
+                "is {} but rope_parameters.hybrid.partial_rotary_factor is {} (expected equal: "
+                "zaya rotates the same share of every head)",
+                sliding.factor, hybrid.factor);
+  if (!(sliding.theta > 0))
+    field_error("rope_parameters.hybrid_sliding.rope_theta", "is {} (expected a positive number)",
+                sliding.theta);
+  c.swa_rope_theta = sliding.theta;
 }
 
-void read_layer_types(const json& j, int64_t P) {
+// layer_types: "hybrid" or "hybrid_sliding" per pair; true at the sliding pairs (empty = none).
+std::vector<bool> read_layer_types(const json& j, int64_t P) {
+  std::vector<bool> sliding;
   const json* lt = find(j, "layer_types");
-  if (!lt || lt->is_null()) return;
+  if (!lt || lt->is_null()) return sliding;
   if (!lt->is_array()) field_error("layer_types", "got {} (expected a list)", shown(*lt));
   if (int64_t(lt->size()) != P)
     field_error("layer_types", "has {} entries (expected num_hidden_layers = {})", lt->size(), P);
   for (size_t i = 0; i < lt->size(); ++i) {
     const json& e = (*lt)[i];
-    if (e == json("hybrid")) continue;
-    if (e == json("hybrid_sliding") || e == json("sliding_attention"))
-      field_error("layer_types",
-                  "entry {} is {}: sliding-window attention is not supported by zaya (expected "
-                  "\"hybrid\")",
-                  i, shown(e));
-    field_error("layer_types", "entry {} is {} (expected \"hybrid\")", i, shown(e));
+    if (e == json("hybrid") || e == json("hybrid_sliding")) {
+      sliding.push_back(e == json("hybrid_sliding"));
+      continue;
+    }
+    field_error("layer_types", "entry {} is {} (expected \"hybrid\" or \"hybrid_sliding\")", i,
+                shown(e));
   }
+  return sliding;
 }
 
+}  // namespace
+
+namespace {
+// What the writer puts in every native file unless `extra` has it (and the reader fills in when a
+// file leaves it out, so that writing and reading again gives the same config).
+const std::vector<std::pair<std::string, json>>& native_defaults() {
+  static const std::vector<std::pair<std::string, json>> d = {
+      {"architectures", json::array({"ZayaForCausalLM"})},
+      {"model_type", "zaya"},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"lm_head_bias", false},
+      {"cca_time0", 2},
+      {"cca_time1", 2}};
+  return d;
+}
 }  // namespace
 
 bool native_owned_field(const std::string& key) {
@@ -145,7 +194,22 @@ ZayaConfig native_config_from_json(const json& j) {
   c.vocab_size = required_int(j, "vocab_size");
   const int64_t P = required_int(j, "num_hidden_layers");
   if (P <= 0) field_error("num_hidden_layers", "is {} (expected a positive number of layers)", P);
-  read_layer_types(j, P);
+  const std::vector<bool> sliding = read_layer_types(j, P);
+  const bool any_sliding = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  const json* sw = find(j, "sliding_window");
+  int64_t W = 0;
+  if (any_sliding) {
+    if (!sw || sw->is_null())
+      field_error("sliding_window",
+                  "is missing or null but layer_types has \"hybrid_sliding\" layers (expected "
+                  "the window, a positive integer)");
+    W = as_int("sliding_window", *sw);
+    if (W <= 0)
+      field_error("sliding_window",
+                  "is {} (expected a positive window for the \"hybrid_sliding\" "
+                  "layers)",
+                  W);
+  }
   const int64_t Hq = required_int(j, "num_attention_heads");
   const int64_t Hk = required_int(j, "num_key_value_heads");
   const int64_t E = required_int(j, "num_experts");
@@ -177,6 +241,8 @@ ZayaConfig native_config_from_json(const json& j) {
   c.zaya_use_mod = true;      // native ZAYA always has the skip class
   c.zaya_use_eda = true;      // and EDA in every router but the first
   c.residual_in_fp32 = true;  // and keeps the residual stream in fp32
+  for (int64_t p = 0; any_sliding && p < P; ++p)
+    c.swa_layers.insert(c.swa_layers.end(), {sliding[size_t(p)] ? W : 0, 0});
   for (int64_t p = 0; p < P; ++p) {
     c.zaya_layers.insert(c.zaya_layers.end(), {0, E});
     c.cca_num_q_heads.insert(c.cca_num_q_heads.end(), {Hq, 0});
@@ -186,9 +252,21 @@ ZayaConfig native_config_from_json(const json& j) {
   }
   for (const auto& [key, value] : j.items())
     if (!consumed(key)) c.extra[key] = value;
-  if (!c.extra.contains("hidden_act")) c.extra["hidden_act"] = "silu";
+  // A window no layer uses (all "hybrid") is kept as written.
+  if (!any_sliding && sw && !sw->is_null()) c.extra["sliding_window"] = *sw;
+  for (const auto& [key, value] : native_defaults())
+    if (!c.extra.contains(key)) c.extra[key] = value;
   return c;
 }
+
+namespace {
+// The first nonzero window (0 if none).
+int64_t first_window(const ZayaConfig& c) {
+  for (int64_t w : c.swa_layers)
+    if (w > 0) return w;
+  return 0;
+}
+}  // namespace
 
 void check_native_expressible(const ZayaConfig& c) {
   const int64_t L = c.num_layers();
@@ -205,7 +283,15 @@ void check_native_expressible(const ZayaConfig& c) {
                   "entry {} is {} (the native schema needs attention at even and MoE at odd "
                   "sub-layers, starting with attention)",
                   i, c.is_attention(i) ? "\"a\"" : std::to_string(c.zaya_layers[size_t(i)]));
-    if (c.is_attention(i)) continue;
+    if (c.is_attention(i)) {
+      const int64_t w = c.window(i), first = first_window(c);
+      if (w > 0 && w != first)
+        field_error("swa_layers",
+                    "entry {} is {} but an earlier window is {} (the native schema has one "
+                    "sliding_window for every \"hybrid_sliding\" layer)",
+                    i, w, first);
+      continue;
+    }
     const std::pair<const char*, const std::vector<int64_t>*> per_moe[] = {
         {"zaya_layers", &c.zaya_layers},
         {"ffn_hidden_size_list", &c.ffn_hidden_size_list},
@@ -223,14 +309,18 @@ json native_config_to_json(const ZayaConfig& c) {
   validate_config(c);
   check_native_expressible(c);
   json j = c.extra.is_object() ? c.extra : json::object();
+  // The fields a native file names and zaya does not vary: the file's own values where it gave
+  // them (the reader keeps them in `extra`; validate_config checked them), else transformers'.
+  for (const auto& [key, value] : native_defaults())
+    if (!j.contains(key)) j[key] = value;
   const int64_t P = c.num_layers() / 2;
-  j["architectures"] = json::array({"ZayaForCausalLM"});
-  j["model_type"] = "zaya";
   j["hidden_size"] = c.hidden_size;
   j["vocab_size"] = c.vocab_size;
   j["num_hidden_layers"] = P;
+  const int64_t W = first_window(c);
   j["layer_types"] = json::array();
-  for (int64_t p = 0; p < P; ++p) j["layer_types"].push_back("hybrid");
+  for (int64_t p = 0; p < P; ++p)
+    j["layer_types"].push_back(c.window(2 * p) > 0 ? "hybrid_sliding" : "hybrid");
   j["num_attention_heads"] = c.q_heads();
   j["num_key_value_heads"] = c.kv_heads();
   j["head_dim"] = c.head_dim();
@@ -243,17 +333,20 @@ json native_config_to_json(const ZayaConfig& c) {
                            {{"rope_type", "default"},
                             {"rope_theta", c.rope_theta},
                             {"partial_rotary_factor", c.partial_rotary_factor}}}};
+  j["rope_parameters"]["rope_type"] = "default";  // as transformers writes it (hub configs)
+  if (c.swa_rope_theta > 0)
+    j["rope_parameters"]["hybrid_sliding"] = {{"rope_type", "default"},
+                                              {"rope_theta", c.swa_rope_theta},
+                                              {"partial_rotary_factor", c.partial_rotary_factor}};
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["pad_token_id"] = c.pad_token_id;
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] = c.eos_token_id;
-  j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["lm_head_bias"] = false;
-  j["sliding_window"] = nullptr;
-  j["cca_time0"] = 2;
-  j["cca_time1"] = 2;
+  if (W > 0)
+    j["sliding_window"] = W;
+  else if (!j.contains("sliding_window"))
+    j["sliding_window"] = nullptr;
   return j;
 }
 

@@ -135,6 +135,24 @@ std::string original_name(const std::string& name, int64_t num_sublayers, int64_
   return name;
 }
 
+namespace {
+// "model.layers.{i}.<from>rest" → "model.layers.{i}.<to>rest"; other names unchanged.
+std::string swap_block(const std::string& name, const std::string& from, const std::string& to) {
+  int64_t i;
+  std::string rest;
+  if (!split_layer(name, i, rest) || !starts_with(rest, from)) return name;
+  return layer(i, to + rest.substr(from.size()));
+}
+}  // namespace
+
+std::string legacy_name(const std::string& original) {
+  return swap_block(original, "zaya_block.", "smoe_block.");
+}
+
+std::string original_from_legacy(const std::string& legacy) {
+  return swap_block(legacy, "smoe_block.", "zaya_block.");
+}
+
 std::vector<std::pair<std::string, std::string>> native_name_table() {
   std::vector<std::pair<std::string, std::string>> rows = {
       {kEmbed, kEmbed},

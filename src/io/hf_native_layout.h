@@ -33,6 +33,14 @@ std::string original_name(const std::string& name, int64_t num_sublayers, int64_
 // True for the two stacked expert tensors (…mlp.experts.gate_up_proj / …down_proj).
 bool is_stacked_expert(const std::string& native_name);
 
+// The legacy original layout (ZAYA1-74B-preview-legacy) names the MoE block `smoe_block` where
+// ZAYA1-base names it `zaya_block`: model.layers.{i}.smoe_block.router.* and
+// model.layers.{i}.smoe_block.experts.local_experts.{e}.linear_fc{1,2}.weight; every other name is
+// the same. legacy_name maps an original name to it, original_from_legacy back; other names map to
+// themselves.
+std::string legacy_name(const std::string& original);
+std::string original_from_legacy(const std::string& legacy);
+
 // The map as rows (original pattern, native pattern) for documentation and tests.
 std::vector<std::pair<std::string, std::string>> native_name_table();
 

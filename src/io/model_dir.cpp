@@ -137,6 +137,7 @@ void remove_if_exists(const fs::path& p) {
 }  // namespace
 
 std::string stored_name(const ZayaConfig& c, const std::string& name) {
+  if (c.legacy_names) return legacy_name(name);
   if (c.semantics != Semantics::Native) return name;
   const NativeRef r = native_ref(name, c.num_layers());
   return r.expert < 0 ? r.name : fmt::format("{}[{}]", r.name, r.expert);
@@ -144,8 +145,16 @@ std::string stored_name(const ZayaConfig& c, const std::string& name) {
 
 SafeTensors open_model_tensors(const std::string& dir, const ZayaConfig& c) {
   SafeTensors st = SafeTensors::open_dir(dir);
-  if (c.semantics != Semantics::Native) return st;
   std::vector<SafeTensorInfo> infos;
+  if (c.legacy_names) {
+    for (const std::string& name : st.names()) {
+      SafeTensorInfo renamed = st.at(name);
+      renamed.name = original_from_legacy(name);
+      infos.push_back(std::move(renamed));
+    }
+    return st.with_tensors(std::move(infos), dir + " (legacy layout)");
+  }
+  if (c.semantics != Semantics::Native) return st;
   for (const std::string& name : st.names()) {
     const SafeTensorInfo& info = st.at(name);
     if (is_stacked_expert(name)) {
@@ -167,8 +176,10 @@ void save_model_dir(const std::string& dir, const ZayaConfig& c,
   if (ec) fail("cannot create directory '{}': {}", dir, ec.message());
   save_config(c, (fs::path(dir) / "config.json").string());
   std::vector<std::unique_ptr<Buffer>> owned;
-  const std::vector<std::pair<std::string, Tensor>> out =
+  std::vector<std::pair<std::string, Tensor>> out =
       c.semantics == Semantics::Native ? to_native(c, tensors, owned) : tensors;
+  if (c.legacy_names)
+    for (auto& nt : out) nt.first = legacy_name(nt.first);
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
 
   // Shards: consecutive tensors, each shard at most max_shard_bytes unless one tensor is larger.

@@ -77,7 +77,8 @@ const std::vector<FixedValue>& fixed_values() {
       {"activation_func_fp8_input_store", false, "fp8 activation storage is not supported"},
       {"bias_activation_fusion", true, "S1 only runs its fused SwiGLU path"},
       {"attention_dropout", 0.0, "ZAYA1 uses no attention dropout"},
-      {"sliding_window", nullptr, "ZAYA1 has no sliding-window attention"},
+      {"sliding_window", nullptr,
+       "the original schemas give sliding windows per sub-layer in swa_layers"},
       {"use_cache", true, "an inference switch; only its type is checked"},
       {"clamp_temp", false, "S1 does not clamp the key temperature"},
       {"cca_time0", 2, "S1's first CCA convolution has kernel size 2"},
@@ -153,7 +154,7 @@ struct Writer {
 
 const std::set<std::string>& known_names() {
   static const std::set<std::string> names = [] {
-    std::set<std::string> s;
+    std::set<std::string> s = {"swa_layers", "swa_rotary_base"};  // read beside visit_fields
     const ZayaConfig c;
     visit_fields(c, [&](const char* name, const auto&, Need) { s.insert(name); });
     return s;
@@ -177,6 +178,9 @@ void validate_extra(const ZayaConfig& c) {
   for (const FixedValue& f : fixed_values()) {
     auto it = x.find(f.field);
     if (it == x.end()) continue;
+    // The native schema's sliding_window is its window (read into swa_layers); one left in `extra`
+    // is the unused value of a file without "hybrid_sliding" layers, kept for the round trip.
+    if (c.semantics == Semantics::Native && std::string_view(f.field) == "sliding_window") continue;
     const json& v = *it;
     const json& want = f.want;
     const char* type = want.is_boolean()          ? "true or false"
@@ -239,6 +243,33 @@ void validate_extra(const ZayaConfig& c) {
     if (!ok)
       field_error("num_experts", "got {} (expected the expert counts of zaya_layers)", shown(v));
   }
+}
+
+// Sliding windows (docs/model.md §1): one config value per sub-layer, 0 = full attention, only on
+// attention sub-layers; named as the file names them.
+void check_windows(const ZayaConfig& c) {
+  const bool native = c.semantics == Semantics::Native;
+  const char* list = native ? "sliding_window" : "swa_layers";
+  const char* theta = native ? "rope_parameters.hybrid_sliding.rope_theta" : "swa_rotary_base";
+  const int64_t L = c.num_layers();
+  if (!c.swa_layers.empty() && int64_t(c.swa_layers.size()) != L)
+    field_error(list, "has {} entries (expected one per sub-layer: {})", c.swa_layers.size(), L);
+  for (int64_t i = 0; i < int64_t(c.swa_layers.size()); ++i) {
+    const int64_t w = c.swa_layers[size_t(i)];
+    if (w < 0 || w > config_limits::kPositions)
+      field_error(list, "entry {} is {} (expected 0 for full attention or a window in [1, {}])", i,
+                  w, config_limits::kPositions);
+    if (w > 0 && !c.is_attention(i))
+      field_error(list,
+                  "entry {} is {} at an MoE sub-layer (expected 0: windows belong to attention "
+                  "sub-layers)",
+                  i, w);
+  }
+  if (!(c.swa_rope_theta >= 0) || !(c.swa_rope_theta <= 1e30))
+    field_error(theta, "is {} (expected a finite positive number; absent = rope_theta)",
+                c.swa_rope_theta);
+  if (c.legacy_names && c.semantics != Semantics::Original)
+    fail("config.json: the legacy schema holds original-layout models only (internal)");
 }
 
 }  // namespace
@@ -344,6 +375,7 @@ void validate_config(const ZayaConfig& c) {
                   "sub-layer when zaya_use_eda is true)",
                   i, R, first_moe, router_width);
   }
+  check_windows(c);
   if (c.zaya_use_eda && first_moe >= 0 && first_moe != 1)
     field_error("zaya_layers",
                 "the first MoE sub-layer is at index {} (expected index 1 when zaya_use_eda is "
@@ -390,22 +422,79 @@ json scalar_schema_to_lists(json j) {
   return j;
 }
 
+// The legacy schema of ZAYA1-74B-preview-legacy (docs/checkpoint-layouts.md, "The legacy 74B
+// schema and names"): S1's fields under other names. (legacy name, S1 name).
+const std::pair<const char*, const char*> kLegacyNames[] = {
+    {"smoe_layers", "zaya_layers"},
+    {"smoe_mlp_expansion", "zaya_mlp_expansion"},
+    {"rotary_base", "rope_theta"},
+    {"rope_pct", "partial_rotary_factor"},
+};
+// Where `extra` keeps the legacy file's padding of ffn_hidden_size_list (the released 74B config
+// lists more entries than sub-layers; they are kept for the round trip, never read).
+const char* const kFfnPadding = "ffn_hidden_size_list";
+
+// A legacy file rewritten under S1's names; the padding of ffn_hidden_size_list past the
+// sub-layers returned through `padding`; a scalar smoe_mlp_expansion spread over the MoE entries.
+json legacy_schema_to_s1(json j, json& padding) {
+  for (const auto& [legacy, s1] : kLegacyNames) {
+    if (j.contains(s1))
+      field_error(s1,
+                  "is present together with the legacy schema's '{}' (mixed schemas: expected "
+                  "one name)",
+                  legacy);
+    if (auto it = j.find(legacy); it != j.end()) {
+      j[s1] = *it;
+      j.erase(legacy);
+    }
+  }
+  const json& layers = j["zaya_layers"];
+  if (!layers.is_array()) field_error("smoe_layers", "got {} (expected a list)", shown(layers));
+  if (auto it = j.find("zaya_mlp_expansion"); it != j.end() && !it->is_array()) {
+    const int64_t R = as_int("smoe_mlp_expansion", *it);
+    json list = json::array();
+    for (const json& e : layers) list.push_back(e == json("a") ? 0 : R);
+    *it = list;
+  }
+  if (auto it = j.find("ffn_hidden_size_list");
+      it != j.end() && it->is_array() && it->size() > layers.size()) {
+    padding = json(it->begin() + std::ptrdiff_t(layers.size()), it->end());
+    it->erase(it->begin() + std::ptrdiff_t(layers.size()), it->end());
+  }
+  return j;
+}
+
+// An error from the S1 reader about a renamed field names the legacy one.
+[[noreturn]] void rethrow_legacy(const Error& e) {
+  std::string m = e.what();
+  for (const auto& [legacy, s1] : kLegacyNames) {
+    const std::string from = fmt::format("'{}'", s1), to = fmt::format("'{}'", legacy);
+    for (size_t at = m.find(from); at != std::string::npos; at = m.find(from, at + to.size()))
+      m.replace(at, from.size(), to);
+  }
+  fail("{}", m);
+}
+
 // Fields only the original schemas own: dropped from `extra` when converting to native.
 bool original_owned_field(const std::string& key) {
   static const std::set<std::string> s = {
-      "num_hidden_layers", "kv_channels",       "cca",
-      "zaya_high_prec",    "fused_add_norm",    "apply_rope_fusion",
-      "normalization",     "activation_func",   "activation_func_fp8_input_store",
-      "add_bias_linear",   "gated_linear_unit", "bias_activation_fusion",
-      "clamp_temp",        "rope_scaling",      "head_dim",
-      "num_experts",       "mamba_cache_dtype", "torch_dtype",
-      "cca_time0",         "cca_time1"};
+      "num_hidden_layers", "kv_channels",         "cca",
+      "zaya_high_prec",    "fused_add_norm",      "apply_rope_fusion",
+      "normalization",     "activation_func",     "activation_func_fp8_input_store",
+      "add_bias_linear",   "gated_linear_unit",   "bias_activation_fusion",
+      "clamp_temp",        "rope_scaling",        "head_dim",
+      "num_experts",       "mamba_cache_dtype",   "torch_dtype",
+      "cca_time0",         "cca_time1",           "swa_layers",
+      "swa_rotary_base",   "ffn_hidden_size_list"};
   return s.count(key) > 0;
 }
 
 ZayaConfig original_config_from_json(const json& j) {
   ZayaConfig c;
   visit_fields(c, Reader{j});
+  Reader{j}("swa_layers", c.swa_layers, Need::Optional);
+  if (auto it = j.find("swa_rotary_base"); it != j.end() && !it->is_null())
+    c.swa_rope_theta = as_number("swa_rotary_base", *it);
   const auto& known = known_names();
   for (const auto& [key, value] : j.items())
     if (!known.count(key)) c.extra[key] = value;
@@ -425,7 +514,9 @@ const char* schema_name(ConfigSchema s) {
     case ConfigSchema::OriginalScalar:
       return "original (scalar widths, intermediate Zyphra schema)";
     case ConfigSchema::Native:
-      return "transformers-native (ZAYA1-8B)";
+      return "transformers-native (ZAYA1-8B, ZAYA1-74B-preview)";
+    case ConfigSchema::Legacy:
+      return "original (legacy smoe_layers schema, ZAYA1-74B-preview-legacy)";
   }
   return "?";
 }
@@ -438,6 +529,18 @@ ZayaConfig config_from_json(const nlohmann::json& j, ConfigSchema* schema) {
   if (is_native_schema(j)) {
     s = ConfigSchema::Native;
     c = native_config_from_json(j);
+  } else if (j.contains("smoe_layers")) {
+    s = ConfigSchema::Legacy;
+    json padding;
+    const json s1 = legacy_schema_to_s1(j, padding);  // names the legacy fields itself
+    try {
+      c = original_config_from_json(s1);
+      c.legacy_names = true;
+      if (!padding.is_null()) c.extra[kFfnPadding] = padding;
+      validate_config(c);
+    } catch (const Error& e) {
+      rethrow_legacy(e);
+    }
   } else if (j.contains("ffn_hidden_size") && !j.contains("ffn_hidden_size_list")) {
     if (j.contains("zaya_mlp_expansion") && j["zaya_mlp_expansion"].is_array())
       field_error("zaya_mlp_expansion",
@@ -460,6 +563,7 @@ ZayaConfig with_semantics(const ZayaConfig& c, Semantics to) {
   if (c.semantics == to) return c;
   ZayaConfig out = c;
   out.semantics = to;
+  out.legacy_names = false;
   out.extra = json::object();
   const bool to_native = to == Semantics::Native;
   if (to_native) check_native_expressible(c);
@@ -472,6 +576,20 @@ ZayaConfig with_semantics(const ZayaConfig& c, Semantics to) {
   if (c.extra.contains(from_key))
     out.extra[to_native ? "dtype" : "torch_dtype"] = c.extra[from_key];
   if (!to_native) out.extra["num_hidden_layers"] = c.num_layers();  // S1 ignores it; keep it true
+  validate_config(out);
+  return out;
+}
+
+CheckpointLayout layout_of(const ZayaConfig& c) {
+  if (c.semantics == Semantics::Native) return CheckpointLayout::Native;
+  return c.legacy_names ? CheckpointLayout::Legacy : CheckpointLayout::Original;
+}
+
+ZayaConfig with_layout(const ZayaConfig& c, CheckpointLayout to) {
+  ZayaConfig out =
+      with_semantics(c, to == CheckpointLayout::Native ? Semantics::Native : Semantics::Original);
+  out.legacy_names = to == CheckpointLayout::Legacy;
+  if (!out.legacy_names) out.extra.erase(kFfnPadding);  // the legacy file's own padding
   validate_config(out);
   return out;
 }
@@ -494,7 +612,17 @@ ZayaConfig load_config(const std::string& path, ConfigSchema* schema) {
 nlohmann::json config_to_json(const ZayaConfig& c) {
   if (c.semantics == Semantics::Native) return native_config_to_json(c);
   json j = c.extra.is_object() ? c.extra : json::object();
+  const json padding = c.legacy_names && j.contains(kFfnPadding) ? j[kFfnPadding] : json();
   visit_fields(c, Writer{j});
+  if (!c.swa_layers.empty()) j["swa_layers"] = c.swa_layers;
+  if (c.swa_rope_theta > 0) j["swa_rotary_base"] = c.swa_rope_theta;
+  if (!c.legacy_names) return j;
+  for (const auto& [legacy, s1] : kLegacyNames) {
+    j[legacy] = j[s1];
+    j.erase(s1);
+  }
+  if (padding.is_array())
+    for (const json& e : padding) j["ffn_hidden_size_list"].push_back(e);
   return j;
 }
 

@@ -29,6 +29,8 @@ enum class ConfigSchema {
   OriginalLists,   // S1: zaya_layers plus per-sub-layer lists (ZAYA1-base)
   OriginalScalar,  // the intermediate Zyphra schema: zaya_layers plus scalar widths
   Native,          // transformers' ZayaConfig: num_hidden_layers pairs, layer_types, ...
+  Legacy,          // the legacy alternating schema of ZAYA1-74B-preview-legacy: smoe_layers,
+                   // smoe_mlp_expansion, rotary_base, rope_pct, swa_layers (original layout)
 };
 const char* semantics_name(Semantics s);  // "original" | "native"
 const char* schema_name(ConfigSchema s);
@@ -68,6 +70,10 @@ struct ZayaConfig {
   // Not a config.json field: the family this model belongs to (read from the schema; written back
   // in the same one).
   Semantics semantics = Semantics::Original;
+  // Not a config.json field either: an original-family model read from (and written back in) the
+  // legacy schema, whose tensors sit under `smoe_block.` where ZAYA1-base's sit under `zaya_block.`
+  // (docs/checkpoint-layouts.md). Only with Semantics::Original.
+  bool legacy_names = false;
 
   // ---- derived (valid after validation) ----
   int64_t num_layers() const { return int64_t(zaya_layers.size()); }
@@ -107,6 +113,19 @@ nlohmann::json config_to_json(const ZayaConfig& c);
 // (throws zaya::Error naming the field otherwise) and drops the source schema's own leftover fields
 // from `extra`, keeping those both schemas share.
 ZayaConfig with_semantics(const ZayaConfig& c, Semantics to);
+// The three layouts `zaya convert --to` names: native, original (ZAYA1-base's names) and legacy
+// (the original family in the legacy 74B schema and names).
+enum class CheckpointLayout { Native, Original, Legacy };
+template <>
+struct EnumWords<CheckpointLayout> {
+  static constexpr std::pair<CheckpointLayout, std::string_view> words[] = {
+      {CheckpointLayout::Native, "native"},
+      {CheckpointLayout::Original, "original"},
+      {CheckpointLayout::Legacy, "legacy"}};
+};
+CheckpointLayout layout_of(const ZayaConfig& c);
+// with_semantics plus the legacy switch: the same model written in layout `to`.
+ZayaConfig with_layout(const ZayaConfig& c, CheckpointLayout to);
 // Validates, then writes config_to_json(c) atomically (temporary file + rename).
 void save_config(const ZayaConfig& c, const std::string& path);
 

@@ -28,4 +28,11 @@ struct ModelFacts {
 
 ModelFacts model_facts(const ZayaConfig& c, int64_t context_length);
 
+// KV-cache values (K and V, all attention sub-layers) one sequence of `context` tokens holds: a
+// full-attention sub-layer keeps every token, a windowed one at most its window's keys
+// (kv_keys_kept), so past the window its share stops growing.
+int64_t kv_values_for_context(const ZayaConfig& c, int64_t context);
+// The keys attention sub-layer i keeps for a context of `context` tokens.
+int64_t kv_keys_kept(const ZayaConfig& c, int64_t i, int64_t context);
+
 }  // namespace zaya

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "core/assert.h"
@@ -66,6 +67,11 @@ std::vector<std::string> split_on(const std::string& text, char sep) {
   return out;
 }
 
+// a + b for slot counts read from a file, capped at INT_MAX (a hostile count must not overflow).
+int add_slots(int a, int b) {
+  return int(std::min<int64_t>(int64_t(a) + b, std::numeric_limits<int>::max()));
+}
+
 }  // namespace
 
 LauncherKind launcher_kind(const std::vector<std::string>& launcher) {
@@ -103,7 +109,7 @@ std::string derive_hostfile(const std::string& text, const std::vector<HostAddre
     while (words >> word)
       if (word.rfind("slots=", 0) == 0 && to_int(word.substr(6)) > 0)
         slots = to_int(word.substr(6));
-    removed_slots += slots;
+    removed_slots = add_slots(removed_slots, slots);
   }
   return out;
 }
@@ -142,7 +148,8 @@ ShrunkLauncher shrink_launcher(const std::vector<std::string>& launcher,
         if (!names_host(host, lost)) {
           left.push_back(e);
         } else {
-          removed += colon == std::string::npos ? 1 : std::max(1, to_int(e.substr(colon + 1)));
+          removed = add_slots(
+              removed, colon == std::string::npos ? 1 : std::max(1, to_int(e.substr(colon + 1))));
         }
       }
       if (left.empty()) {

@@ -2,9 +2,12 @@
 #include "resilience/hang_detector.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <tuple>
 
 #include "core/assert.h"
@@ -13,6 +16,22 @@
 namespace zaya {
 
 using heartbeat::Section;
+
+namespace {
+
+// An integer field within [lo, hi]; anything else (a float, a number out of range) is not a record
+// (nlohmann's get<int>() of a float or of a huge value is a cast with undefined behaviour).
+int64_t int_in(const nlohmann::json& v, int64_t lo, int64_t hi) {
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() > uint64_t(hi)) throw std::out_of_range("heartbeat field");
+    return int64_t(v.get<uint64_t>());
+  }
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    throw std::out_of_range("heartbeat field");
+  return v.get<int64_t>();
+}
+
+}  // namespace
 
 std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
   nlohmann::json j;
@@ -24,15 +43,15 @@ std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
   if (!j.is_object()) return std::nullopt;
   HeartbeatRecord r;
   try {
-    r.attempt = j.at("attempt").get<int>();
-    r.rank = j.at("rank").get<int>();
-    r.world = j.at("world").get<int>();
+    r.attempt = int(int_in(j.at("attempt"), INT_MIN, INT_MAX));
+    r.rank = int(int_in(j.at("rank"), INT_MIN, INT_MAX));
+    r.world = int(int_in(j.at("world"), INT_MIN, INT_MAX));
     r.host = j.at("host").get<std::string>();
-    r.pid = j.at("pid").get<int64_t>();
-    r.seq = j.at("seq").get<int64_t>();
-    r.step = j.at("step").get<int64_t>();
-    r.last_step = j.at("last_step").get<int64_t>();
-    r.collectives = j.at("collectives").get<int64_t>();
+    r.pid = int_in(j.at("pid"), INT64_MIN, INT64_MAX);
+    r.seq = int_in(j.at("seq"), INT64_MIN, INT64_MAX);
+    r.step = int_in(j.at("step"), INT64_MIN, INT64_MAX);
+    r.last_step = int_in(j.at("last_step"), INT64_MIN, INT64_MAX);
+    r.collectives = int_in(j.at("collectives"), INT64_MIN, INT64_MAX);
     if (!heartbeat::parse_section(j.at("section").get<std::string>(), r.section))
       return std::nullopt;
     r.detail = j.at("detail").get<std::string>();
@@ -40,10 +59,12 @@ std::optional<HeartbeatRecord> parse_heartbeat(const std::string& text) {
     r.max_eval_s = j.value("max_eval_s", 0.0);
     r.max_checkpoint_s = j.value("max_checkpoint_s", 0.0);
     r.time = j.value("time", 0.0);
-    r.beat = j.value("beat", int64_t(0));
+    r.beat = j.contains("beat") ? int_in(j.at("beat"), INT64_MIN, INT64_MAX) : 0;
     if (j.contains("addrs"))
       for (const auto& a : j.at("addrs")) r.addrs.push_back(a.get<std::string>());
   } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  } catch (const std::out_of_range&) {
     return std::nullopt;
   }
   if (r.rank < 0 || r.world < 1) return std::nullopt;

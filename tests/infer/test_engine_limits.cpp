@@ -1,7 +1,10 @@
 // The engine's size checks: max_new_tokens near INT64_MAX is rejected without
 // overflowing prompt + max_new_tokens, and a model claiming a huge context is served with the
 // context whose KV cache fits the budget — a request that asks for the whole context allocates
-// only that (a max_position_embeddings of 2^62 once overflowed the cache size instead).
+// only that (a max_position_embeddings of 2^62 once overflowed the cache size instead); with
+// sliding-window sub-layers the bound is the cache's real size (SequenceCache::kv_bytes): a model
+// whose sub-layers are all windowed keeps any context, a mixed one the context its full
+// sub-layers fit.
 #include <gtest/gtest.h>
 
 #include <climits>
@@ -68,6 +71,47 @@ TEST(EngineLimits, AHugeClaimedContextIsLoweredToTheCacheBudget) {
   // The default budget (half the physical memory) keeps a small model's full context.
   Engine full(im, nullptr);
   EXPECT_GT(full.max_context(), 1 << 20);
+}
+
+// tiny.json's attention sub-layers windowed (all, or every other one).
+ZayaConfig with_windows(int64_t W, bool all) {
+  ZayaConfig c = tiny();
+  c.max_position_embeddings = int64_t(1) << 31;
+  c.swa_layers.assign(size_t(c.num_layers()), 0);
+  int64_t k = 0;
+  for (int64_t i = 0; i < c.num_layers(); ++i)
+    if (c.is_attention(i) && (all || k++ % 2 == 0)) c.swa_layers[size_t(i)] = W;
+  return c;
+}
+
+TEST(EngineLimits, WindowedSubLayersCountWhatTheyHold) {
+  EngineOptions o;
+  o.max_cache_bytes = 1 << 20;
+  {  // every attention sub-layer windowed: the cache is bounded, the context is not lowered
+    const ZayaConfig c = with_windows(16, true);
+    ASSERT_EQ(SequenceCache::bytes_per_token(c), 0);
+    ASSERT_LE(SequenceCache::window_bytes(c), o.max_cache_bytes);
+    Model m(c);
+    m.init_random(3);
+    const InferModel im = InferModel::from_model(m);
+    Engine e(im, nullptr, o);
+    EXPECT_EQ(e.max_context(), c.max_position_embeddings);
+  }
+  {  // mixed: the largest context whose real cache fits, more than all-full layers would allow
+    const ZayaConfig c = with_windows(16, false);
+    const int64_t per_token = SequenceCache::bytes_per_token(c);
+    ASSERT_GT(per_token, 0);
+    ASSERT_GT(SequenceCache::window_bytes(c), 0);
+    Model m(c);
+    m.init_random(3);
+    const InferModel im = InferModel::from_model(m);
+    Engine e(im, nullptr, o);
+    const int64_t T = e.max_context();
+    EXPECT_LE(SequenceCache::kv_bytes(c, T), o.max_cache_bytes);
+    EXPECT_GT(SequenceCache::kv_bytes(c, T + 1), o.max_cache_bytes);
+    EXPECT_EQ(T, (o.max_cache_bytes - SequenceCache::window_bytes(c)) / per_token);
+    EXPECT_GT(T, o.max_cache_bytes / SequenceCache::bytes_per_token(tiny()));
+  }
 }
 
 }  // namespace

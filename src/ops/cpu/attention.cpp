@@ -213,7 +213,7 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
   const int64_t d = s.d, dp = round_up(d, kLanes<T>), G = s.G(), nt = s.tiles(), tile = dp * kT;
   const T scale = T(1) / std::sqrt(T(d));
   const T neg_inf = -std::numeric_limits<T>::infinity();
-  const T floor = std::numeric_limits<T>::lowest();  // the running max's start (see the top)
+  const T m_start = std::numeric_limits<T>::lowest();  // the running max's start (see the top)
   const int64_t kv_size = s.B * s.Hk * nt * tile;
   T* kr = scratch<T, 0>(kv_size);
   T* vr = scratch<T, 1>(kv_size);
@@ -237,7 +237,7 @@ void forward_impl(T* o, T* lse, const T* q, const T* k, const T* v, const Dims& 
       const int64_t b = bh / s.Hq, h = bh % s.Hq, g = h / G;
       const int64_t t0 = i * kT, nq = std::min(kT, s.T - t0);
       load_cols(Qt, q + ((b * s.T + t0) * s.Hq + h) * d, s.Hq * d, nq, d, dp, scale);
-      std::fill(m, m + kT, floor);
+      std::fill(m, m + kT, m_start);
       std::fill(l, l + kT, T(0));
       const int64_t j0 = s.first_key_tile(i);
       for (int64_t j = j0; j <= i; ++j) {

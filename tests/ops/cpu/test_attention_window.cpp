@@ -194,9 +194,14 @@ TEST(AttentionWindow, BackwardMatchesNumericalGradient) {
       return dot(r.o, in.dout);
     };
     auto r = run_op<double>(s, in);
+    expect_grad_close(r.dv, numerical_grad(loss, in.v.data(), in.v.size()), kGradRelDouble, "dv");
+    if (s.W == 1) {  // each query sees only itself: o_t = v_t, q and k have no effect at all
+      for (double g : r.dq) EXPECT_LE(std::abs(g), 1e-12);
+      for (double g : r.dk) EXPECT_LE(std::abs(g), 1e-12);
+      continue;
+    }
     expect_grad_close(r.dq, numerical_grad(loss, in.q.data(), in.q.size()), kGradRelDouble, "dq");
     expect_grad_close(r.dk, numerical_grad(loss, in.k.data(), in.k.size()), kGradRelDouble, "dk");
-    expect_grad_close(r.dv, numerical_grad(loss, in.v.data(), in.v.size()), kGradRelDouble, "dv");
   }
 }
 

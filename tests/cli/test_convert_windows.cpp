@@ -1,0 +1,157 @@
+// `zaya convert` and `zaya inspect` on models with sliding-window layers: a
+// ZAYA1-74B-preview-shaped model (its head layout, 24 experts plus the skip class, router width 256
+// scaled down; every other block windowed, its own RoPE θ) with random weights, written in the
+// legacy layout (smoe_layers config, smoe_block tensor names), converted legacy → native → legacy
+// and legacy → original → native → legacy: every tensor's bytes, the windows and the θs survive
+// each way. inspect gives the repository's two 74B configs
+// (configs/models/zaya1-74b-preview{,-legacy}.json) the same counts, near the published 74.7B total
+// / ~4B active, and KV-cache figures in which only the full layers grow past the window.
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "io/model_dir.h"
+#include "io/safetensors.h"
+#include "model/attention_window.h"
+#include "model/model.h"
+#include "test_util.h"
+
+using namespace zaya;
+using namespace zaya::test;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kRoot = std::string(ZAYA_TEST_FIXTURES) + "/../..";
+
+// The legacy 74B config with `blocks` blocks and small widths: hidden 64 (4 query heads of 8 in
+// CCA's compressed space, 2 KV heads), 24 experts of width 16, router 16, window 5 on even blocks.
+json legacy_74b_shaped(int64_t blocks) {
+  json j = {{"hidden_size", 64},
+            {"num_attention_heads", 8},
+            {"num_key_value_heads", 2},
+            {"vocab_size", 300},
+            {"moe_router_topk", 1},
+            {"norm_epsilon", 1e-5},
+            {"max_position_embeddings", 4096},
+            {"rotary_base", 5000000},
+            {"swa_rotary_base", 10000},
+            {"rope_pct", 0.5},
+            {"tie_word_embeddings", true},
+            {"eos_token_id", 1}};
+  for (const char* k : {"smoe_layers", "cca_num_q_heads", "num_query_groups_list",
+                        "ffn_hidden_size_list", "smoe_mlp_expansion", "swa_layers"})
+    j[k] = json::array();
+  for (int64_t b = 0; b < blocks; ++b) {
+    j["smoe_layers"].push_back("a"), j["smoe_layers"].push_back(24);
+    j["cca_num_q_heads"].push_back(4), j["cca_num_q_heads"].push_back(0);
+    j["num_query_groups_list"].push_back(2), j["num_query_groups_list"].push_back(0);
+    j["ffn_hidden_size_list"].push_back(0), j["ffn_hidden_size_list"].push_back(32);
+    j["smoe_mlp_expansion"].push_back(0), j["smoe_mlp_expansion"].push_back(16);
+    j["swa_layers"].push_back(b % 2 == 0 ? 5 : 0), j["swa_layers"].push_back(0);
+  }
+  return j;
+}
+
+// A random model directory in the legacy layout.
+void write_legacy_model(const fs::path& dir, int64_t blocks) {
+  Model m(config_from_json(legacy_74b_shaped(blocks)));
+  m.init_random(5, 0.2);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const ParamSpec& s : m.layout().specs) tensors.emplace_back(s.name, s.view(m.params()));
+  save_model_dir(dir.string(), m.config(), tensors);
+}
+
+void expect_same_dir_tensors(const fs::path& a, const fs::path& b) {
+  const SafeTensors x = SafeTensors::open_dir(a.string()), y = SafeTensors::open_dir(b.string());
+  ASSERT_EQ(x.names(), y.names());
+  for (const std::string& n : x.names()) {
+    ASSERT_EQ(x.at(n).nbytes, y.at(n).nbytes) << n;
+    EXPECT_EQ(std::memcmp(x.at(n).data, y.at(n).data, x.at(n).nbytes), 0) << n;
+  }
+}
+
+CliResult convert(const std::string& to, const fs::path& in, const fs::path& out) {
+  const ScratchDir run;
+  return run_zaya_in(run.path, "convert --to " + to + " " + in.string() + " " + out.string());
+}
+
+json inspect_json(const std::string& path) {
+  const ScratchDir run;
+  const CliResult r = run_zaya_in(run.path, "inspect --json " + path);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST(CliConvertWindows, LegacyNativeOriginalRoundTripsBitExact) {
+  const ScratchDir d;
+  const fs::path dir(d.path), legacy = dir / "legacy";
+  write_legacy_model(legacy, 3);
+  // The legacy directory holds smoe_block names and the legacy config.
+  const SafeTensors src = SafeTensors::open_dir(legacy.string());
+  EXPECT_NE(src.find("model.layers.1.smoe_block.experts.local_experts.23.linear_fc1.weight"),
+            nullptr);
+  EXPECT_NE(src.find("model.layers.3.smoe_block.router.router_mlp.4.weight"), nullptr);
+  for (const std::string& n : src.names()) EXPECT_EQ(n.find("zaya_block"), std::string::npos) << n;
+  const json src_cfg = json::parse(slurp((legacy / "config.json").string()));
+  EXPECT_TRUE(src_cfg.contains("smoe_layers"));
+
+  CliResult r = convert("native", legacy, dir / "native");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json ncfg = json::parse(slurp((dir / "native" / "config.json").string()));
+  EXPECT_EQ(ncfg["layer_types"], json::array({"hybrid_sliding", "hybrid", "hybrid_sliding"}));
+  EXPECT_EQ(ncfg["sliding_window"], 5);
+  EXPECT_EQ(ncfg["rope_parameters"]["hybrid_sliding"]["rope_theta"], 10000.0);
+  const SafeTensors nst = SafeTensors::open_dir((dir / "native").string());
+  EXPECT_NE(nst.find("model.layers.2.mlp.experts.gate_up_proj"), nullptr);
+
+  r = convert("legacy", dir / "native", dir / "legacy2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_dir_tensors(legacy, dir / "legacy2");
+  const json back = json::parse(slurp((dir / "legacy2" / "config.json").string()));
+  for (const char* k : {"smoe_layers", "swa_layers", "swa_rotary_base", "rotary_base", "rope_pct",
+                        "smoe_mlp_expansion", "ffn_hidden_size_list"})
+    EXPECT_EQ(back[k], src_cfg[k]) << k;
+
+  // Through ZAYA1-base's names: zaya_block tensors, zaya_layers + swa_layers config.
+  r = convert("original", legacy, dir / "original");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const SafeTensors ost = SafeTensors::open_dir((dir / "original").string());
+  EXPECT_NE(ost.find("model.layers.1.zaya_block.router.balancing_biases"), nullptr);
+  const json ocfg = json::parse(slurp((dir / "original" / "config.json").string()));
+  EXPECT_EQ(ocfg["swa_layers"], src_cfg["swa_layers"]);
+  ASSERT_EQ(convert("native", dir / "original", dir / "native2").code, 0);
+  expect_same_dir_tensors(dir / "native", dir / "native2");
+  ASSERT_EQ(convert("legacy", dir / "native2", dir / "legacy3").code, 0);
+  expect_same_dir_tensors(legacy, dir / "legacy3");
+}
+
+TEST(CliConvertWindows, Inspect74BConfigsInBothLayouts) {
+  const json n = inspect_json(kRoot + "/configs/models/zaya1-74b-preview.json");
+  const json l = inspect_json(kRoot + "/configs/models/zaya1-74b-preview-legacy.json");
+  EXPECT_EQ(n["layout"], "native");
+  EXPECT_EQ(l["layout"], "original");
+  EXPECT_NE(l["schema"].get<std::string>().find("legacy"), std::string::npos);
+  for (const char* k : {"params_total", "params_active_without_embedding", "kv_bytes_bf16_at_32k",
+                        "kv_bytes_bf16_at_128k", "windowed_attention_layers", "attention_layers"})
+    EXPECT_EQ(n[k], l[k]) << k;
+  std::printf("74B: %lld total, %lld active without embedding\n",
+              (long long)n["params_total"].get<int64_t>(),
+              (long long)n["params_active_without_embedding"].get<int64_t>());
+  // The published figures: 74.7B parameters, about 4B active.
+  EXPECT_NEAR(double(n["params_total"].get<int64_t>()), 74.7e9, 0.15e9);
+  EXPECT_NEAR(double(n["params_active_without_embedding"].get<int64_t>()), 4.0e9, 0.5e9);
+  // KV cache: 30 full layers hold every token, 30 windowed ones at most their window's keys.
+  EXPECT_EQ(n["windowed_attention_layers"], 30);
+  const int64_t per_layer_token = n["kv_bytes_per_token_bf16"].get<int64_t>() / 60;
+  const json cfg = json::parse(slurp(kRoot + "/configs/models/zaya1-74b-preview.json"));
+  const int64_t W = attention_keys(config_from_json(cfg), 0);  // block 0 is windowed
+  EXPECT_GT(W, 0);
+  for (const auto& [key, T] : {std::pair<const char*, int64_t>{"kv_bytes_bf16_at_32k", 32768},
+                               {"kv_bytes_bf16_at_128k", 131072}})
+    EXPECT_EQ(n[key].get<int64_t>(), per_layer_token * (30 * T + 30 * std::min(T, W))) << key;
+}
