@@ -4,9 +4,11 @@
 // Also what only a GPU model does: loading through host staging (and the tied lm_head check),
 // saving from the device, random initialisation on the device, and `zaya eval --device gpu`
 // against `--device cpu`; activations stored in bf16 against the CPU's. Every test skips without
-// a GPU.
+// a GPU. The sliding-window cases (tests/fixtures/model_swa/) likewise, on both attention paths.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "cli_util.h"
@@ -86,11 +88,9 @@ void expect_grads_close(const Model& m, const std::vector<float>& gpu,
   EXPECT_GT(checked, 0) << what;
 }
 
-class GpuTwinCase : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GpuTwinCase, ForwardAndBackwardMatchTheCpu) {
-  ZAYA_REQUIRE_GPU();
-  const std::string dir = case_dir(GetParam()).string();
+// The model of `dir` on both devices: loading, forward + backward, a repeated pass.
+void check_case(const std::string& dir, const std::string& name) {
+  SCOPED_TRACE(name);
   Model cpu = Model::load_dir(dir);
   Model gpu = Model::load_dir(dir, Device::Gpu);
   ASSERT_EQ(gpu.device(), Device::Gpu);
@@ -98,17 +98,57 @@ TEST_P(GpuTwinCase, ForwardAndBackwardMatchTheCpu) {
   const TokenLines tl = read_token_lines(dir + "/tokens.txt", cpu.config().vocab_size);
   const DeviceRun want = forward_backward(cpu, tl);
   const DeviceRun got = forward_backward(gpu, tl);
-  EXPECT_NEAR(got.loss, want.loss, kModelLossAbs) << GetParam();
-  expect_logits_close(got.logits, want.logits, GetParam());
-  expect_grads_close(cpu, got.grads, want.grads, GetParam());
+  EXPECT_NEAR(got.loss, want.loss, kModelLossAbs) << name;
+  expect_logits_close(got.logits, want.logits, name);
+  expect_grads_close(cpu, got.grads, want.grads, name);
   // The model is unchanged by a pass, and a second pass accumulates nothing stale.
   const DeviceRun again = forward_backward(gpu, tl);
-  EXPECT_EQ(again.loss, got.loss) << GetParam() << ": the same inputs give the same loss";
-  EXPECT_EQ(again.grads, got.grads) << GetParam() << ": the same inputs give the same gradients";
+  EXPECT_EQ(again.loss, got.loss) << name << ": the same inputs give the same loss";
+  EXPECT_EQ(again.grads, got.grads) << name << ": the same inputs give the same gradients";
+}
+
+class GpuTwinCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuTwinCase, ForwardAndBackwardMatchTheCpu) {
+  ZAYA_REQUIRE_GPU();
+  check_case(case_dir(GetParam()).string(), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Twin, GpuTwinCase, ::testing::ValuesIn(twin_cases()),
                          [](const auto& info) { return info.param; });
+
+// The twin's cases with sliding-window layers (tests/fixtures/model_swa/<case>/: windows smaller
+// and larger than the sequence, W = 1, GQA): the windowed attention of every GPU path in the whole
+// model against the CPU's.
+std::vector<std::string> swa_cases() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  const fs::path root = fs::path(ZAYA_TEST_FIXTURES) / "model_swa";
+  if (fs::is_directory(root))
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && fs::exists(e.path() / "config.json"))
+        names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(GpuModel, SlidingWindowCasesMatchTheCpu) {
+  ZAYA_REQUIRE_GPU();
+  const std::vector<std::string> names = swa_cases();
+  ASSERT_FALSE(names.empty()) << "tests/fixtures/model_swa holds no case";
+  for (const char* path : {"flash", "gemm"}) {
+    const ScopedEnv env("ZAYA_GPU_ATTENTION", path);
+    for (const std::string& name : names) {
+      const std::string dir =
+          (std::filesystem::path(ZAYA_TEST_FIXTURES) / "model_swa" / name).string();
+      const ZayaConfig c = Model::load_dir(dir).config();
+      ASSERT_TRUE(
+          std::any_of(c.swa_layers.begin(), c.swa_layers.end(), [](int64_t w) { return w > 0; }))
+          << name << ": config.json's swa_layers were not read";
+      check_case(dir, name + " (" + path + ")");
+    }
+  }
+}
 
 // Activations stored in bf16 (train.activations): the GPU's stash and unstash (ops::convert) give
 // the CPU's, for every twin case.
