@@ -364,7 +364,8 @@ TEST(NativeDir, WrongStackedShapeIsNamed) {
 }
 
 TEST(NativeNames, DocumentedTableIsTheCodesTable) {
-  const fs::path doc = fs::path(ZAYA_TEST_FIXTURES) / ".." / ".." / "docs" / "checkpoint-layouts.md";
+  const fs::path doc =
+      fs::path(ZAYA_TEST_FIXTURES) / ".." / ".." / "docs" / "checkpoint-layouts.md";
   std::ifstream f(doc);
   ASSERT_TRUE(f.good()) << doc;
   const std::string text((std::istreambuf_iterator<char>(f)), {});
