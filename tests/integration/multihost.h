@@ -19,11 +19,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
@@ -196,6 +199,37 @@ class MultiHost {
   }
   bool downed_ = false;
 };
+
+// The environment of a multi-host job's commands: one thread per rank (2 cores shared by every
+// host); a peer that stops answering fails a collective in 60 s.
+inline const std::string kJobEnv =
+    "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ZAYA_DIST_TIMEOUT=60; ";
+// What mpirun forwards to the ranks on other hosts (the OMPI_MCA_* settings go by themselves).
+inline const std::string kMpirunForward =
+    " -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x ZAYA_DIST_TIMEOUT -x ZAYA_FAULT"
+    " -x ZAYA_SUPERVISE_DIR -x ZAYA_SUPERVISE_ATTEMPT ";
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// No process but the cluster's daemons on any host (zmh0 included) once a job has ended: polled
+// for up to 10 s, the time for exiting processes (a step daemon reports to the controller first).
+inline void expect_no_job_process(const MultiHost& mh) {
+  std::vector<std::string> all = mh.hosts;
+  all.insert(all.begin(), "zmh0");
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string left;
+  do {
+    left.clear();
+    for (const std::string& h : all)
+      for (const std::string& p : mh.job_processes(h)) left += h + ": " + p + "\n";
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (seconds_since(t0) < 10);
+  EXPECT_EQ(left, "") << "processes left on the hosts after the job ended";
+  std::printf("no process on any host (checked in %.1f s)\n", seconds_since(t0));
+}
 
 }  // namespace zaya::test
 

@@ -39,13 +39,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using test::CliResult;
+using test::expect_no_job_process;
+using test::kJobEnv;
+using test::kMpirunForward;
 using test::MultiHost;
 using test::ScratchDir;
+using test::seconds_since;
 using test::slurp;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // scripts/zaya-train.sbatch of this source tree (beside scripts/multihost.sh).
 std::string sbatch_script() {
@@ -149,25 +149,6 @@ class MultiHostSbatch : public testing::Test {
     EXPECT_EQ(m.count.size(), size_t(steps));
     for (int s = 1; s <= steps; ++s)
       EXPECT_EQ(m.count.count(s) ? m.count.at(s) : 0, 1) << "step " << s;
-  }
-
-  // No process but the cluster's daemons on any host (zmh0 included) once the job has ended:
-  // polled for up to 10 s, the time for exiting processes (a step daemon reports to the
-  // controller first).
-  static void expect_no_job_process(const MultiHost& mh) {
-    std::vector<std::string> all = mh.hosts;
-    all.insert(all.begin(), "zmh0");
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string left;
-    do {
-      left.clear();
-      for (const std::string& h : all)
-        for (const std::string& p : mh.job_processes(h)) left += h + ": " + p + "\n";
-      if (left.empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    } while (seconds_since(t0) < 10);
-    EXPECT_EQ(left, "") << "processes left on the hosts after the job ended";
-    std::printf("no process on any host (checked in %.1f s)\n", seconds_since(t0));
   }
 
   static void expect_clean(MultiHost& mh) {

@@ -40,20 +40,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using test::CliResult;
+using test::expect_no_job_process;
+using test::kJobEnv;
+using test::kMpirunForward;
 using test::MultiHost;
 using test::ScratchDir;
+using test::seconds_since;
 using test::slurp;
-
-// One thread per rank (2 cores shared by every host); a peer that stops answering fails a
-// collective in 60 s (the supervisor's timeouts are tighter).
-const std::string kEnv = "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ZAYA_DIST_TIMEOUT=60; ";
-const std::string kForward =
-    " -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x ZAYA_DIST_TIMEOUT -x ZAYA_FAULT"
-    " -x ZAYA_SUPERVISE_DIR -x ZAYA_SUPERVISE_ATTEMPT ";
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 class MultiHostSupervise : public testing::Test {
  protected:
@@ -77,14 +70,14 @@ class MultiHostSupervise : public testing::Test {
   }
 
   static std::string mpirun(const MultiHost& mh) {
-    return std::string(ZAYA_MPIRUN) + " -np 3 --hostfile " + mh.hostfile() + kForward;
+    return std::string(ZAYA_MPIRUN) + " -np 3 --hostfile " + mh.hostfile() + kMpirunForward;
   }
 
   // An uninterrupted run on the 3 hosts.
   static void reference(const MultiHost& mh, const std::string& name, int steps, int every) {
     const std::string log = *dir_ / (name + ".log");
     const CliResult r = mh.exec(
-        "zmh0", kEnv + mpirun(mh) + train_args(name, steps, every) + " >" + log + " 2>&1", 300);
+        "zmh0", kJobEnv + mpirun(mh) + train_args(name, steps, every) + " >" + log + " 2>&1", 300);
     ASSERT_EQ(r.code, 0) << slurp(log) << r.err;
   }
 
@@ -104,7 +97,7 @@ class MultiHostSupervise : public testing::Test {
     const std::string log = *dir_ / (name + ".log");
     const auto t0 = std::chrono::steady_clock::now();
     const CliResult r = mh.exec(
-        "zmh0", kEnv + "export ZAYA_FAULT='" + faults + "'; " + cmd + " >" + log + " 2>&1", 300);
+        "zmh0", kJobEnv + "export ZAYA_FAULT='" + faults + "'; " + cmd + " >" + log + " 2>&1", 300);
     Supervised s;
     s.code = r.code;
     s.log = slurp(log) + r.err;
@@ -138,23 +131,6 @@ class MultiHostSupervise : public testing::Test {
   static std::string final_weights(const std::string& name, int step) {
     return slurp(*dir_ / (name + "_ckpt") +
                  fmt::format("/step_{:08d}/model/model.safetensors", step));
-  }
-
-  // No process but the cluster's daemons on any host once the job has ended (up to 10 s for
-  // exiting processes to go).
-  static void expect_no_job_process(const MultiHost& mh) {
-    std::vector<std::string> all = mh.hosts;
-    all.insert(all.begin(), "zmh0");
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string left;
-    do {
-      left.clear();
-      for (const std::string& h : all)
-        for (const std::string& p : mh.job_processes(h)) left += h + ": " + p + "\n";
-      if (left.empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    } while (seconds_since(t0) < 10);
-    EXPECT_EQ(left, "") << "processes left on the hosts after the job ended";
   }
 
   static void expect_clean(MultiHost& mh) {
@@ -275,7 +251,7 @@ TEST_F(MultiHostSupervise, SlurmNodeLostRestartsOnTheNodesLeft) {
   {
     const std::string log = *dir_ / "s_ref.log";
     const CliResult r = mh.exec(
-        "zmh0", kEnv + srun + " " + train_args("s_ref", steps, 2) + " >" + log + " 2>&1", 300);
+        "zmh0", kJobEnv + srun + " " + train_args("s_ref", steps, 2) + " >" + log + " 2>&1", 300);
     ASSERT_EQ(r.code, 0) << slurp(log) << r.err;
   }
   Supervised s;

@@ -43,17 +43,13 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using test::CliResult;
+using test::expect_no_job_process;
+using test::kJobEnv;
+using test::kMpirunForward;
 using test::MultiHost;
 using test::ScratchDir;
+using test::seconds_since;
 using test::slurp;
-
-// One thread per rank (2 cores shared by every host); a peer that stops answering fails a
-// collective in 60 s.
-const std::string kEnv = "export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 ZAYA_DIST_TIMEOUT=60; ";
-// What mpirun forwards to the ranks on other hosts (the OMPI_MCA_* settings go by themselves).
-const std::string kForward =
-    " -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x ZAYA_DIST_TIMEOUT -x ZAYA_FAULT"
-    " -x ZAYA_SUPERVISE_DIR -x ZAYA_SUPERVISE_ATTEMPT ";
 
 class MultiHostTrain : public testing::Test {
  protected:
@@ -83,24 +79,21 @@ class MultiHostTrain : public testing::Test {
   // mpirun from the login host over the first `ranks` compute hosts, one rank each.
   static std::string mpirun(const MultiHost& mh, int ranks) {
     return std::string(ZAYA_MPIRUN) + " -np " + std::to_string(ranks) + " --hostfile " +
-           mh.hostfile() + kForward;
+           mh.hostfile() + kMpirunForward;
   }
 
   // Runs `cmd` on the login host (or, without `mh`, here), output to NAME.log; the log.
   static std::string run(const MultiHost* mh, const std::string& name, const std::string& cmd,
                          const std::string& faults = "") {
     const std::string log = *dir_ / (name + ".log");
-    const std::string line = kEnv + (faults.empty() ? "" : "export ZAYA_FAULT='" + faults + "'; ") +
-                             cmd + " >" + log + " 2>&1";
+    const std::string line = kJobEnv +
+                             (faults.empty() ? "" : "export ZAYA_FAULT='" + faults + "'; ") + cmd +
+                             " >" + log + " 2>&1";
     const auto t0 = std::chrono::steady_clock::now();
     const CliResult r = mh ? mh->exec("zmh0", line, 300) : test::run_shell(line, 300);
     std::printf("%s: %.1f s, exit %d\n", name.c_str(), seconds_since(t0), r.code);
     EXPECT_EQ(r.code, 0) << cmd << "\n" << slurp(log) << r.err;
     return slurp(log);
-  }
-
-  static double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   // step → loss of a metrics file.
@@ -177,7 +170,7 @@ class MultiHostTrain : public testing::Test {
     Supervised s;
     const std::string log = *dir_ / (name + ".log");
     const std::string line =
-        kEnv + "export ZAYA_FAULT='" + faults + "'; " + cmd + " >" + log + " 2>&1";
+        kJobEnv + "export ZAYA_FAULT='" + faults + "'; " + cmd + " >" + log + " 2>&1";
     const auto t0 = std::chrono::steady_clock::now();
     const CliResult r = mh.exec("zmh0", line, 300);
     s.code = r.code;
@@ -187,25 +180,6 @@ class MultiHostTrain : public testing::Test {
     const std::string rep = slurp(*dir_ / (name + "_sup/goodput.json"));
     if (!rep.empty()) s.report = json::parse(rep);
     return s;
-  }
-
-  // No process but the cluster's daemons on any host (zmh0 included) once the job has ended:
-  // polled for up to 10 s, the time for exiting processes to go (a Slurm step daemon reports to
-  // the controller first) — a rank or daemon of a failed attempt that lives on is still caught.
-  static void expect_no_job_process(const MultiHost& mh) {
-    std::vector<std::string> all = mh.hosts;
-    all.insert(all.begin(), "zmh0");
-    const auto t0 = std::chrono::steady_clock::now();
-    std::string left;
-    do {
-      left.clear();
-      for (const std::string& h : all)
-        for (const std::string& p : mh.job_processes(h)) left += h + ": " + p + "\n";
-      if (left.empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    } while (seconds_since(t0) < 10);
-    EXPECT_EQ(left, "") << "processes left on the hosts after the job ended";
-    std::printf("no process on any host (checked in %.1f s)\n", seconds_since(t0));
   }
 
   // The hosts of the ranks' last heartbeats in a supervise directory, by rank.
