@@ -3,7 +3,8 @@
 // Contract for every op here:
 // - Tensors are contiguous row-major views (core/tensor.h). All floating tensors of one call share
 //   one dtype, F32 (the model) or F64 (tests against references and numerical gradients).
-//   Exceptions are stated per op (RoPE tables are always F32 (fp32 RoPE, docs/model.md §0.2.7); ids/choices are I32).
+//   Exceptions are stated per op (RoPE tables are always F32 (fp32 RoPE, docs/model.md §0.2.7);
+//   ids/choices are I32).
 // - Parameter gradients ACCUMULATE (+=) so micro-batches sum. Activation gradients OVERWRITE (=)
 //   unless the op says "+=" (the residual stream and inputs with several consumers).
 // - An undefined Tensor (Tensor{}) means "absent / not needed" where the comment allows it.
@@ -45,7 +46,8 @@ void linear_backward(const Tensor& dx, const Tensor& dw, const Tensor& db, const
 // out[N,D] = table[ids[n]]; ids I32 [N], each in [0, V). table may be BF16 with out F32
 // (inference: the tied embedding stays bf16).
 void embedding_forward(const Tensor& out, const Tensor& ids, const Tensor& table);
-// dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (the pad row: docs/model.md §0.2.6; -1 = none).
+// dtable[V,D] += scatter of dout[N,D] by ids, except row skip_row (the pad row: docs/model.md
+// §0.2.6; -1 = none).
 void embedding_backward(const Tensor& dtable, const Tensor& dout, const Tensor& ids,
                         int64_t skip_row);
 
@@ -58,8 +60,9 @@ void rmsnorm_forward(const Tensor& y, const Tensor& rstd, const Tensor& x, const
 void rmsnorm_backward(const Tensor& dx, const Tensor& dw, const Tensor& dy, const Tensor& x,
                       const Tensor& w, const Tensor& rstd, bool accumulate_dx = false);
 
-// ---------------------------------------------------------------- residual scaling (docs/model.md §3)
-// h[N,D] = (o + bo) ⊙ ao + (hp + br) ⊙ ar. hp, ar, br undefined → first term only (sub-layer 0).
+// ---------------------------------------------------------------- residual scaling (docs/model.md
+// §3) h[N,D] = (o + bo) ⊙ ao + (hp + br) ⊙ ar. hp, ar, br undefined → first term only (sub-layer
+// 0).
 void residual_merge_forward(const Tensor& h, const Tensor& o, const Tensor& hp, const Tensor& ao,
                             const Tensor& bo, const Tensor& ar, const Tensor& br);
 // do_[N,D] = ao ⊙ dh; dhp[N,D] += ar ⊙ dh (when hp defined); dao/dbo/dar/dbr[D] += sums over N.
@@ -110,7 +113,8 @@ void value_shift_backward(const Tensor& dp, const Tensor& dv);
 
 // Per-head L2 normalisation to a scale: y[B,T,H,d] = s_h · x/‖x‖, s_h = √d · temp[h] (temp[H],
 // linear, no clamp) or √d when temp is undefined; norm[B,T,H] = max(‖x‖, floor) saved. floor 0:
-// no eps (docs/model.md §13, original semantics); transformers' native ZAYA clamps at float32's epsilon.
+// no eps (docs/model.md §13, original semantics); transformers' native ZAYA clamps at float32's
+// epsilon.
 void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, const Tensor& temp,
                           float floor = 0);
 // dx = (s/‖x‖)(dy − x̂⟨x̂,dy⟩) (overwrite; dx may alias dy); dtemp[H] += Σ ⟨√d x̂, dy⟩ when temp
@@ -119,7 +123,8 @@ void l2norm_scale_forward(const Tensor& y, const Tensor& norm, const Tensor& x, 
 void l2norm_scale_backward(const Tensor& dx, const Tensor& dtemp, const Tensor& dy, const Tensor& x,
                            const Tensor& norm, const Tensor& temp, float floor = 0);
 
-// Partial NeoX RoPE tables, always F32 (fp32 RoPE, docs/model.md §0.2.7): cos/sin[T, r/2] for positions pos0 … pos0+T−1.
+// Partial NeoX RoPE tables, always F32 (fp32 RoPE, docs/model.md §0.2.7): cos/sin[T, r/2] for
+// positions pos0 … pos0+T−1.
 void rope_tables(const Tensor& cos, const Tensor& sin, int64_t pos0, double theta, int64_t r);
 // In place on x[B,T,H,d]: rotates the first r = 2·cos.size(1) dims of every head, position t of a
 // row uses table row t. The tables must have exactly T rows: slice a longer one with .rows(0, T).
@@ -153,17 +158,18 @@ void eda_forward(const Tensor& r, const Tensor& gamma, const Tensor& rprev);
 void eda_backward(const Tensor& drprev, const Tensor& dgamma, const Tensor& dr, const Tensor& rprev,
                   const Tensor& gamma);
 
-// Softmax over all K classes (≥ f32, fp32 softmax, docs/model.md §0.2.2) and biased top-1 (fp32(p) + b, docs/model.md §0.2.8): choice[n] = argmax_e p[n,e] + b[e]
-// (ties → lowest index), weight[n] = p[n, choice[n]] (not renormalised).
-// logits[N,K] → probs[N,K], choice I32 [N], weight[N]; biases[K] same float dtype as logits.
+// Softmax over all K classes (≥ f32, fp32 softmax, docs/model.md §0.2.2) and biased top-1 (fp32(p)
+// + b, docs/model.md §0.2.8): choice[n] = argmax_e p[n,e] + b[e] (ties → lowest index), weight[n] =
+// p[n, choice[n]] (not renormalised). logits[N,K] → probs[N,K], choice I32 [N], weight[N];
+// biases[K] same float dtype as logits.
 void router_select_forward(const Tensor& probs, const Tensor& choice, const Tensor& weight,
                            const Tensor& logits, const Tensor& biases);
 // dlogits[N,K] = dweight[n] · p[e*] (δ_{j,e*} − p_j) (overwrite). No gradient to the biases.
 void router_select_backward(const Tensor& dlogits, const Tensor& dweight, const Tensor& probs,
                             const Tensor& choice);
 
-// ---------------------------------------------------------------- MoE dispatch (docs/model.md §5.5–5.6)
-// Dropless top-1 dispatch. x[N,D], choice I32 [N] in [0, E] where E = skip class,
+// ---------------------------------------------------------------- MoE dispatch (docs/model.md
+// §5.5–5.6) Dropless top-1 dispatch. x[N,D], choice I32 [N] in [0, E] where E = skip class,
 // weight[N], w1[E,F,D] (rows 0…F/2−1 gate, F/2…F−1 up), w2[E,D,F/2].
 // Tokens are grouped by expert and each expert runs one GEMM per projection.
 // Real expert: f = W2 (SiLU(g) ⊙ u), [g;u] = W1 x. Skip: f = x. out[N,D] = weight ⊙ f.
@@ -251,9 +257,9 @@ void newton_schulz(const Tensor& out, const Tensor& g, int steps, bool symmetric
                    bool bf16 = false);
 
 // ---------------------------------------------------------------- memory: fill, copy, rows
-// The ops that let model/, train/ and infer/ leave tensor memory alone (docs/architecture.md, "The device seam"). A
-// tensor's rows are its first dimension, W = numel / shape[0] elements each.
-// Every element of t = value, converted once to t's dtype (F32, F64 or I32).
+// The ops that let model/, train/ and infer/ leave tensor memory alone (docs/architecture.md, "The
+// device seam"). A tensor's rows are its first dimension, W = numel / shape[0] elements each. Every
+// element of t = value, converted once to t's dtype (F32, F64 or I32).
 void fill(const Tensor& t, double value);
 // Every byte of t = 0 (any dtype).
 void fill_zero(const Tensor& t);
