@@ -3,7 +3,7 @@
 # sm_80, OpenBLAS/gfortran/quadmath/gomp/xxhash/libstdc++/libgcc static, fmt and toml++ header-
 # only, no MPI, no HTTP server, no RPATH) into
 #   build/gpu-bundle/zaya-gpu/   bin/zaya, tests/gpu/test_* (the single-process tests labelled gpu:
-#                                the op tests and the model parity tests), tests/fixtures/{model,
+#                                the op tests and the model parity tests), tests/fixtures/{model,model_swa,
 #                                configs,tokenizer/toy_tokenizer.json}, benchmarks/bench_gpu, scripts/gpu_check.sh,
 #                                configs/models/gpu-step-bench.json (zaya bench step --device gpu's default),
 #                                MANIFEST (commit, flags, libraries, glibc needed, sizes, sha256)
@@ -50,7 +50,7 @@ mkdir -p "$bundle"/{bin,benchmarks,scripts,tests/gpu,tests/fixtures}
 cp "$build/zaya" "$bundle/bin/"
 cp "$build/benchmarks/bench_gpu" "$bundle/benchmarks/"
 for t in "${tests[@]}"; do cp "$build/tests/$t" "$bundle/tests/gpu/"; done
-cp -r tests/fixtures/model tests/fixtures/configs "$bundle/tests/fixtures/"
+cp -r tests/fixtures/model tests/fixtures/model_swa tests/fixtures/configs "$bundle/tests/fixtures/"
 mkdir -p "$bundle/tests/fixtures/tokenizer"  # test_train_trainer_gpu's sample tokenizer (40 KB)
 cp tests/fixtures/tokenizer/toy_tokenizer.json "$bundle/tests/fixtures/tokenizer/"
 cp scripts/gpu_check.sh "$bundle/scripts/"

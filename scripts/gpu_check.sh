@@ -9,7 +9,8 @@
 # 4. model parity: the model test executables (tests/gpu/test_model_* and test_cli_eval*:
 #    test_model_transformer_gpu, test_cli_eval_gpu), and `zaya eval --device gpu`
 #    against `--device cpu` and the float64 twin's expected values on every twin case
-#    (tests/fixtures/model/*; logits 1e-4 of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
+#    (tests/fixtures/model/* and the sliding-window cases tests/fixtures/model_swa/*; logits 1e-4
+#    of max |logit|, loss 1e-5, gradients 1e-3 relative L2);
 # 5. the GPU benchmark (bench_gpu: fractions of the copy bandwidth and the BF16 peak it measures);
 # 6. the training step benchmark: zaya bench step --device gpu at its defaults (gpu-step-bench.json,
 #    36 ZAYA1-base sub-layers, 2 × 4096 tokens, bf16; 1 warm-up + 2 timed + 1 profiled steps), then
@@ -21,7 +22,12 @@
 #   ZAYA_CHECK_MODEL_S=90 model parity, ZAYA_CHECK_BENCH_S=150 the benchmark,
 #   ZAYA_CHECK_STEP_S=120 the step benchmark (planned ≤ 90 s: setup + 4 steps of ~46 TFLOP),
 #   ZAYA_CHECK_STEP_GEMM_S=90 the same with ZAYA_GPU_ATTENTION=gemm (the opt-in GEMM attention);
+#   ZAYA_CHECK_TUNE_S=120 zaya tune gemm on ZAYA1-base's shapes;
+#   ZAYA_CHECK_WINDOW_S=120 the windowed step (7, all four runs together);
 #   ZAYA_GPU_TRAIN_STEPS=20 steps of test_train_trainer_gpu (GPU trainer vs CPU trainer).
+# 7. the windowed training step (docs/model.md §4.9): the first 8 sub-layers of gpu-step-bench.json,
+#    1 × 8192 and 1 × 32768 tokens, with full attention and with a 4096-key window on every attention
+#    sub-layer; the attention's time per token must stay flat in T when windowed (it is O(T·W)).
 # Output: everything on stdout and in gpu_check.log, summary.txt and bench_gpu.json under $OUT
 # when it is set (else under logs/ in the bundle); per-test gtest JSON under logs/.
 set -uo pipefail
@@ -38,6 +44,8 @@ model_s=${ZAYA_CHECK_MODEL_S:-90}
 bench_s=${ZAYA_CHECK_BENCH_S:-150}
 step_s=${ZAYA_CHECK_STEP_S:-120}
 step_gemm_s=${ZAYA_CHECK_STEP_GEMM_S:-90}
+tune_s=${ZAYA_CHECK_TUNE_S:-120}
+window_s=${ZAYA_CHECK_WINDOW_S:-120}
 
 failures=()     # one line per failed part
 op_lines=()     # one line per op test executable
@@ -263,7 +271,7 @@ model_parity() {
   local -A loss
   python3 -c 'import numpy' 2>/dev/null || have_py=0
   mkdir -p "$tmp"
-  for dir in tests/fixtures/model/*/; do
+  for dir in tests/fixtures/model/*/ tests/fixtures/model_swa/*/; do
     dir=${dir%/}
     case=$(basename "$dir")
     [ -f "$dir/config.json" ] || continue
@@ -321,7 +329,10 @@ bench() {
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench_gpu: TIMEOUT after ${bench_s}s (rows so far above)"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench_gpu: exit $rc"
   grep -q "^bench_gpu: skipped" "$logs/bench_gpu.out" && fail "bench_gpu skipped: no GPU seen"
-  timeout -k 5 120 bin/zaya tune gemm --config tests/fixtures/configs/zaya1-base.json --tokens 4096 --reps 5 --candidates 4 --out "$out/gemm_table.csv" >"$logs/tune_gemm.out" 2>&1 && tail -2 "$logs/tune_gemm.out" || fail "zaya tune gemm (zaya1-base, 4096 tokens): exit $? (logs/tune_gemm.out)"
+  timeout -k 5 "$tune_s" bin/zaya tune gemm --config tests/fixtures/configs/zaya1-base.json \
+    --tokens 4096 --reps 5 --candidates 4 --out "$out/gemm_table.csv" >"$logs/tune_gemm.out" 2>&1 &&
+    tail -2 "$logs/tune_gemm.out" ||
+    fail "zaya tune gemm (zaya1-base, 4096 tokens): exit $? (logs/tune_gemm.out)"
 }
 
 # zaya bench step --device gpu (tokens/s, MFU against the BF16 GEMM rate it measures, time split).
@@ -341,6 +352,69 @@ step_bench() {
   cat "$out/bench_step_gemm.txt"
   [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "bench step (gemm attention): TIMEOUT after ${step_gemm_s}s"
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench step (gemm attention): exit $rc"
+}
+
+# The windowed step: configs derived from gpu-step-bench.json (python3), four zaya bench step runs
+# (--json), one table line each into window_lines; fails when a run fails or when the windowed
+# attention's seconds per token at 32768 exceed 2x those at 8192 (full causal attention: ~4x).
+window_lines=()
+window_step() {
+  section "windowed step"
+  local dir=$logs/window deadline=$(($(date +%s) + window_s)) t kind left rc
+  mkdir -p "$dir"
+  if ! python3 - configs/models/gpu-step-bench.json "$dir" <<'PY'; then
+import json, sys
+cfg = json.load(open(sys.argv[1]))
+n, keep = cfg["num_hidden_layers"], 8
+for k, v in list(cfg.items()):
+    if isinstance(v, list) and len(v) == n:
+        cfg[k] = v[:keep]
+cfg["num_hidden_layers"] = keep
+for name, w in (("full", 0), ("w4096", 4096)):
+    cfg["swa_layers"] = [w if layer == "a" else 0 for layer in cfg["zaya_layers"]]
+    json.dump(cfg, open("%s/%s.json" % (sys.argv[2], name), "w"), indent=1)
+PY
+    fail "windowed step: deriving its configs failed"
+    return
+  fi
+  for kind in full w4096; do
+    for t in 8192 32768; do
+      left=$((deadline - $(date +%s)))
+      if [ "$left" -lt 10 ]; then
+        fail "windowed step $kind T=$t: not run (time budget)"
+        continue
+      fi
+      timeout -k 5 "$left" bin/zaya bench step --device gpu --config "$dir/$kind.json" --batch 1 \
+        --seq-len "$t" --steps 2 --warmup 1 --profile-steps 1 --json >"$dir/$kind.$t.json" \
+        2>"$dir/$kind.$t.err"
+      rc=$?
+      [ "$rc" = 0 ] || { fail "windowed step $kind T=$t: exit $rc ($(tail -1 "$dir/$kind.$t.err"))"; }
+    done
+  done
+  local table
+  table=$(python3 - "$dir" <<'PY'
+import json, sys
+rows, per = [], {}
+for kind in ("full", "w4096"):
+    for t in (8192, 32768):
+        try:
+            d = json.load(open("%s/%s.%d.json" % (sys.argv[1], kind, t)))
+        except Exception:
+            continue
+        a = sum(d["ops"].get(o, {}).get("seconds", 0.0) for o in ("attention_forward", "attention_backward"))
+        per[(kind, t)] = a / t
+        rows.append("%-6s T=%-6d step %.3f s, %.0f tokens/s, MFU %.3f, attention %.4f s (%.2f us/token)"
+                    % (kind, t, d["step_seconds_median"], d["tokens_per_s"], d["mfu"], a, 1e6 * a / t))
+for kind in ("full", "w4096"):
+    if (kind, 8192) in per and (kind, 32768) in per and per[(kind, 8192)] > 0:
+        rows.append("%s: attention per token at 32768 / at 8192 = %.2f" % (kind, per[(kind, 32768)] / per[(kind, 8192)]))
+print("\n".join(rows))
+if ("w4096", 8192) in per and ("w4096", 32768) in per and per[("w4096", 32768)] > 2 * per[("w4096", 8192)]:
+    sys.exit(1)
+PY
+  ) || fail "windowed step: the windowed attention's time per token grew more than 2x from 8192 to 32768"
+  echo "$table"
+  mapfile -t window_lines <<<"$table"
 }
 
 summary() {
@@ -365,6 +439,8 @@ summary() {
   echo "step benchmark, ZAYA_GPU_ATTENTION=gemm:"
   grep -E '^(tokens/s|MFU|  attention)' "$out/bench_step_gemm.txt" 2>/dev/null |
     sed 's/^/  /' || echo "  none (see its section)"
+  echo "windowed step (attention fwd+bwd of the profiled step):"
+  [ "${#window_lines[@]}" = 0 ] || printf '  %s\n' "${window_lines[@]}"
   if [ "${#failures[@]}" = 0 ]; then
     echo "RESULT: PASS ($(($(date +%s) - t_start)) s)"
   else
@@ -382,6 +458,7 @@ main() {
   model_parity
   bench
   step_bench
+  window_step
   summary | tee "$out/summary.txt"
   [ "${#failures[@]}" = 0 ]
 }
