@@ -185,6 +185,17 @@ CASES = [
          cfg=with_windows(make_config(64, 8, 1, ["a", 3, "a", 3], F=16, R=8, V=48, theta=5000000),
                           [20, 0, 5, 0], 10000.0),
          B=2, T=13),
+    dict(name="swa_k",
+         desc="one window for every windowed layer, as the native schema's single sliding_window "
+              "gives it, so the case converts to the native layout: windows [4,-,0,-,4,-] "
+              "(pairs sliding, full, sliding), swa_rotary_base 1e4 vs rope_theta 5e6; the skip class "
+              "wins for some tokens (sub-layer 1's skip bias +0.3), so the native semantics differ "
+              "(expected_native.safetensors, scripts/reference/make_native_vectors.py); D=32, "
+              "4 heads (d=8), H_q=2, H_k=1 (G=2)",
+         cfg=with_windows(make_config(32, 4, 1, ["a", 4, "a", 4, "a", 4], F=16, R=8, V=64,
+                                      theta=5000000),
+                          [4, 0, 0, 0, 4, 0], 10000.0),
+         B=2, T=11, bias={1: {4: 0.3}}, require=["skip_selected"]),
 ]
 
 

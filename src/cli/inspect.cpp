@@ -9,6 +9,7 @@
 // multi-head attention of the same width.
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "io/json_parse.h"
 #include "io/model_extras.h"
 #include "model/inspect.h"
+#include "quant/policy.h"
 
 namespace zaya::cli {
 
@@ -131,6 +133,15 @@ int run_inspect(const InspectArgs& a) {
   const ModelFacts f = model_facts(c, a.seq_len);
   const double flops = f.flops_matmul_per_token + f.flops_attention_per_token;
   const int64_t bf16 = 2;
+  // Weight bytes: the checkpoint's bf16 (2 bytes a parameter) and each `zaya quantize` preset's
+  // file under the mixed policy (tensor data; the vectors stay f32 there).
+  std::vector<std::pair<std::string, uint64_t>> weight_bytes = {
+      {"bf16", uint64_t(f.params_total) * 2}};
+  for (const auto& [preset, word] : EnumWords<quant::QuantPreset>::words) {
+    quant::PolicyOptions o;
+    o.preset = preset;
+    weight_bytes.emplace_back(std::string(word), gguf_weight_bytes(c, o));
+  }
   int64_t windowed = 0;  // attention sub-layers with a sliding window
   for (int64_t i = 0; i < c.num_layers(); ++i) windowed += c.is_attention(i) && c.window(i) > 0;
   if (a.json) {
@@ -144,6 +155,8 @@ int run_inspect(const InspectArgs& a) {
         {"params_active_without_embedding", f.params_active_no_embedding},
         {"buffer_values", f.buffer_values},
         {"tensors", f.tensors},
+        {"weight_bytes",
+         nlohmann::json(std::map<std::string, uint64_t>(weight_bytes.begin(), weight_bytes.end()))},
         {"attention_layers", f.attention_layers},
         {"moe_layers", f.moe_layers},
         {"seq_len", a.seq_len},
@@ -200,6 +213,12 @@ int run_inspect(const InspectArgs& a) {
              billions(f.params_active_no_embedding));
   fmt::print("  buffers              {} values (balancing biases); {} tensors in all\n",
              f.buffer_values, f.tensors);
+  fmt::print("weights                {} bf16 (2 bytes a parameter)\n",
+             human_bytes(double(weight_bytes[0].second)));
+  for (size_t i = 1; i < weight_bytes.size(); ++i)
+    fmt::print("  {:<20} {} ({:.2f} bits per weight; zaya quantize's mixed policy)\n",
+               weight_bytes[i].first, human_bytes(double(weight_bytes[i].second)),
+               8.0 * double(weight_bytes[i].second) / double(f.params_total));
   fmt::print("FLOPs per token        {:.3g} forward, {:.3g} training (at seq len {})\n", flops,
              3 * flops, a.seq_len);
   fmt::print("KV cache per token     {} (bf16: K and V, {} heads × {} per layer)\n",

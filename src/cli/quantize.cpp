@@ -171,31 +171,6 @@ Source open_gguf_source(const std::string& path) {
   return s;
 }
 
-// One tensor of the output: a GGUF tensor and the parameters it holds (one, or the experts of a
-// sub-layer in expert order).
-struct OutTensor {
-  std::string name;
-  std::vector<int64_t> ne;
-  std::vector<const ParamSpec*> parts;
-  int64_t layer = -1;
-};
-
-std::vector<OutTensor> output_tensors(const ZayaConfig& c, const ParamLayout& layout) {
-  std::vector<OutTensor> out;
-  std::map<std::string, size_t> index;
-  for (const ParamSpec& s : layout.specs) {
-    GgufName g = gguf_name(c, s);
-    auto [it, fresh] = index.emplace(g.name, out.size());
-    if (fresh) out.push_back({g.name, g.ne, {}, s.layer});
-    OutTensor& t = out[it->second];
-    ZAYA_ASSERT(g.expert < 0 ? fresh : g.expert == int64_t(t.parts.size()),
-                "{}: parameter {} is part {} of a stacked tensor, expected part {}", g.name, s.name,
-                g.expert, t.parts.size());
-    t.parts.push_back(&s);
-  }
-  return out;
-}
-
 // The special ids the GGML keys carry beside the vocabulary (data/tokenizer_gguf.h): those zaya
 // itself uses running the source (infer/model_files.h) — generation_config's bos_token_id, else
 // tokenizer_config's bos_token, else "<bos>"; generation_config's first eos_token_id, and a
@@ -325,14 +300,8 @@ int run_quantize(const QuantizeArgs& a) {
 
   const ZayaConfig& c = src.config;
   const ParamLayout layout = make_param_layout(c);
-  const std::vector<OutTensor> tensors = output_tensors(c, layout);
-  std::vector<quant::TensorDesc> descs;
-  for (const OutTensor& t : tensors) {
-    const quant::TensorRole role = quant::role_of(t.name, t.ne);
-    ZAYA_ASSERT(role != quant::TensorRole::Other, "GGUF tensor {} has no role in the policy",
-                t.name);
-    descs.push_back({t.name, role, t.ne, t.layer});
-  }
+  const std::vector<GgufOutTensor> tensors = gguf_output_tensors(c, layout);
+  const std::vector<quant::TensorDesc> descs = gguf_tensor_descs(tensors);
   const std::vector<quant::TensorChoice> choice = quant::choose_types(descs, opt);
 
   log_info("quantize: {} → {}, {}{}", src.what, a.out, enum_word(a.type),
@@ -387,7 +356,7 @@ int run_quantize(const QuantizeArgs& a) {
   std::map<DType, std::pair<int64_t, uint64_t>> per_type;  // tensors, bytes
   uint64_t weights = 0, matrix_weights = 0, data_bytes = 0, matrix_bytes = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const OutTensor& o = tensors[i];
+    const GgufOutTensor& o = tensors[i];
     const DType type = choice[i].type;
     const int64_t cols = o.ne[0];
     uint64_t tensor_bytes = 0;

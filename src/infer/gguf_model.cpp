@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -319,6 +320,47 @@ ZayaConfig config_from_keys(const GgufFile& f, GgufScheme s) {
 GgufName gguf_name(const ZayaConfig& c, const ParamSpec& spec) {
   Mapped m = map_spec(c, spec, GgufScheme::B);
   return {std::move(m.name), std::move(m.ne), m.expert};
+}
+
+std::vector<GgufOutTensor> gguf_output_tensors(const ZayaConfig& c, const ParamLayout& layout) {
+  std::vector<GgufOutTensor> out;
+  std::map<std::string, size_t> index;
+  for (const ParamSpec& s : layout.specs) {
+    GgufName g = gguf_name(c, s);
+    auto [it, fresh] = index.emplace(g.name, out.size());
+    if (fresh) out.push_back({g.name, g.ne, {}, s.layer});
+    GgufOutTensor& t = out[it->second];
+    ZAYA_ASSERT(g.expert < 0 ? fresh : g.expert == int64_t(t.parts.size()),
+                "{}: parameter {} is part {} of a stacked tensor, expected part {}", g.name, s.name,
+                g.expert, t.parts.size());
+    t.parts.push_back(&s);
+  }
+  return out;
+}
+
+std::vector<quant::TensorDesc> gguf_tensor_descs(const std::vector<GgufOutTensor>& tensors) {
+  std::vector<quant::TensorDesc> descs;
+  for (const GgufOutTensor& t : tensors) {
+    const quant::TensorRole role = quant::role_of(t.name, t.ne);
+    ZAYA_ASSERT(role != quant::TensorRole::Other, "GGUF tensor {} has no role in the policy",
+                t.name);
+    descs.push_back({t.name, role, t.ne, t.layer});
+  }
+  return descs;
+}
+
+uint64_t gguf_weight_bytes(const ZayaConfig& c, const quant::PolicyOptions& o) {
+  const ParamLayout layout = make_param_layout(c);
+  const std::vector<GgufOutTensor> tensors = gguf_output_tensors(c, layout);
+  const std::vector<quant::TensorChoice> choice =
+      quant::choose_types(gguf_tensor_descs(tensors), o);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    int64_t numel = 1;
+    for (int64_t d : tensors[i].ne) numel *= d;
+    bytes += dtype_bytes(choice[i].type, numel);
+  }
+  return bytes;
 }
 
 std::string gguf_scheme_name(const ZayaConfig& c, const ParamSpec& spec, GgufScheme s) {

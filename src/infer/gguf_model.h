@@ -25,6 +25,7 @@
 #include "io/gguf.h"
 #include "io/zaya_config.h"
 #include "model/param_layout.h"
+#include "quant/policy.h"
 
 namespace zaya {
 
@@ -67,6 +68,22 @@ struct GgufName {
   int64_t expert = -1;
 };
 GgufName gguf_name(const ZayaConfig& c, const ParamSpec& spec);
+// One tensor of a file zaya writes: its GGUF name and shape (scheme B) and the parameters it holds
+// (one, or the experts of a sub-layer in expert order); `layer` the sub-layer, -1 for none.
+struct GgufOutTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  std::vector<const ParamSpec*> parts;
+  int64_t layer = -1;
+};
+// Every tensor of `c`'s GGUF file, in `layout`'s order of first appearance (`layout` must outlive
+// the result: parts point into it).
+std::vector<GgufOutTensor> gguf_output_tensors(const ZayaConfig& c, const ParamLayout& layout);
+// The tensors as the quantization policy sees them (quant/policy.h): name, role, shape, sub-layer.
+std::vector<quant::TensorDesc> gguf_tensor_descs(const std::vector<GgufOutTensor>& tensors);
+// The tensor data bytes of the file `zaya quantize` writes for `c` with options `o` (the types
+// quant::choose_types picks, after its shape fallback): what `zaya inspect` prints per preset.
+uint64_t gguf_weight_bytes(const ZayaConfig& c, const quant::PolicyOptions& o);
 // The name of `spec`'s tensor in scheme `s` (gguf_name's for B).
 std::string gguf_scheme_name(const ZayaConfig& c, const ParamSpec& spec, GgufScheme s);
 

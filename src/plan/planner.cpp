@@ -165,6 +165,13 @@ std::string seconds_text(double s) {
   return fmt::format("{:.2f} h", s / 3600);
 }
 
+// Elements the plan's ranks own in all (the bucket buffer's non-padding part).
+int64_t trainable_elements(const ZeroPlan& plan) {
+  int64_t n = 0;
+  for (int64_t e : plan.elements) n += e;
+  return n;
+}
+
 }  // namespace
 
 Plan make_plan(const PlanInput& in) {
@@ -216,6 +223,25 @@ Plan make_plan(const PlanInput& in) {
     p.memory.bucket = uint64_t(plan.bucket_elements()) * kF32;
     p.memory.shard = uint64_t(plan.chunk) * kF32;
     hbm_max += 4.0 * double(p.memory.bucket);  // pack in, unpack out: each a read and a write
+    p.bucket_padding = p.memory.bucket - uint64_t(trainable_elements(plan)) * kF32;
+    if (4 * p.bucket_padding > p.memory.bucket) {
+      // Doubling bucket sizes from the setting up to the model, then one bucket.
+      const double total_mb = double(layout.total) * kF32 / double(1 << 20);
+      for (double mb = std::max(t.optim.zero_bucket_mb, 1.0) * 2;; mb *= 2) {
+        const bool one = mb >= total_mb;
+        const ZeroPlan q =
+            make_zero_plan(layout, t.optim.use_muon, world,
+                           one ? 0 : std::max<int64_t>(1, int64_t(mb * double(1 << 20) / kF32)));
+        const uint64_t bytes = uint64_t(q.bucket_elements()) * kF32;
+        const uint64_t padding = bytes - uint64_t(trainable_elements(q)) * kF32;
+        if (one || 4 * padding <= bytes) {
+          p.suggested_bucket_mb = one ? 0 : mb;
+          p.suggested_bucket = bytes;
+          p.suggested_padding = padding;
+          break;
+        }
+      }
+    }
   }
   const bool bf16_storage =
       t.activations == ActivationsSetting::Bf16 ||
@@ -399,6 +425,7 @@ nlohmann::ordered_json plan_json(const Plan& p) {
              {"gradients", p.memory.gradients},
              {"optimizer_state", p.memory.optimizer_state},
              {"zero_bucket", p.memory.bucket},
+             {"zero_bucket_padding", p.bucket_padding},
              {"zero_shard", p.memory.shard},
              {"muon_scratch", p.memory.muon_scratch},
              {"activations", p.memory.activations},
@@ -406,7 +433,14 @@ nlohmann::ordered_json plan_json(const Plan& p) {
              {"workspace_estimate", p.workspace},
              {"total", p.memory.total() + p.workspace},
              {"capacity", p.capacity},
-             {"fits", p.fits}}},
+             {"fits", p.fits},
+             {"weights_and_gradients_exceed_capacity",
+              p.memory.weights + p.memory.gradients > p.capacity},
+             {"suggested_zero_bucket_mb", p.suggested_bucket_mb >= 0
+                                              ? nlohmann::ordered_json(p.suggested_bucket_mb)
+                                              : nlohmann::ordered_json(nullptr)},
+             {"suggested_zero_bucket", p.suggested_bucket},
+             {"suggested_zero_bucket_padding", p.suggested_padding}}},
            {"collectives_per_step",
             {{"buckets", p.buckets},
              {"reduce_scatter_bytes", p.reduce_scatter_bytes},
@@ -483,6 +517,22 @@ std::string plan_text(const Plan& p) {
   line(fmt::format("  {:<44} {:>18}  {:>10}  of {}: {} ({:.0f}% used)", "total", grouped(total),
                    human(double(total)), human(double(p.capacity)),
                    p.fits ? "fits" : "DOES NOT FIT", 100.0 * double(total) / double(p.capacity)));
+  if (p.memory.weights + p.memory.gradients > p.capacity)
+    line(fmt::format(
+        "  the weights and gradients alone ({}) exceed the GPU: ZeRO-1 keeps both whole on every "
+        "rank, so this model needs sharded weights (ZeRO-3 or expert parallelism), which zaya "
+        "does not have",
+        human(double(p.memory.weights + p.memory.gradients))));
+  if (p.suggested_bucket_mb >= 0)
+    line(fmt::format(
+        "  the ZeRO bucket is {:.0f}% zero padding ({} bucket(s), each ranks × its largest rank's "
+        "share); {} pads {:.0f}% (bucket {})",
+        100.0 * double(p.bucket_padding) / double(p.memory.bucket), p.buckets,
+        p.suggested_bucket_mb == 0
+            ? std::string("optim.zero_bucket_mb = 0 (one bucket)")
+            : fmt::format("optim.zero_bucket_mb = {:g}", p.suggested_bucket_mb),
+        100.0 * double(p.suggested_padding) / double(p.suggested_bucket),
+        human(double(p.suggested_bucket))));
   line("");
   line(
       fmt::format("ZeRO-1 collectives per step (bytes per rank, as zaya train's first step reports "

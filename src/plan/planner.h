@@ -87,6 +87,14 @@ struct Plan {
   uint64_t workspace = 0;       // estimate: that block + the reserve
   uint64_t capacity = 0;
   bool fits = false;
+  // The ZeRO bucket's zero padding (bytes): each bucket is ranks × its largest rank's share, so a
+  // bucket of fewer large Muon matrices than ranks is mostly padding (docs/zero1.md).
+  uint64_t bucket_padding = 0;
+  // When the padding is over a quarter of the bucket: the smallest optim.zero_bucket_mb (doubling
+  // from the setting; 0 = one bucket, the last resort) whose padding is at most a quarter, and
+  // that bucket's bytes and padding; -1 when no suggestion is made.
+  double suggested_bucket_mb = -1;
+  uint64_t suggested_bucket = 0, suggested_padding = 0;
 
   // ZeRO-1 collectives of one step (buffer bytes per rank, as the trainer reports them).
   int64_t buckets = 0;

@@ -471,6 +471,16 @@ void Trainer::Impl::log_setup() {
       "optimizer state: {:.3f} MiB per rank (of {:.3f} MiB total, ratio {:.4f}); {}",
       world, enum_word(group.backend()), global_rows, B, accum, world, state_max / (1 << 20),
       state_total / (1 << 20), state_max / state_total, sharding);
+  // Each bucket is world × its largest rank's share: many ranks and small buckets pad it with
+  // zeros that are allocated and sent every step (docs/zero1.md, "Costs and limits").
+  int64_t owned = 0;
+  for (int64_t e : plan.elements) owned += e;
+  const int64_t padding = plan.bucket_elements() - owned;
+  if (world > 1 && 4 * padding > plan.bucket_elements())
+    log_info(
+        "warning: the ZeRO bucket buffer is {:.0f}% zero padding ({} bucket(s) over {} ranks): a "
+        "larger optim.zero_bucket_mb (0: one bucket) pads less; `zaya plan` names one",
+        100.0 * double(padding) / double(plan.bucket_elements()), plan.buckets.size(), world);
 }
 
 // Collective: the bytes each rank allocated for what a step holds, read from the buffers

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "test_util.h"
 #include "train/tiny_data.h"
+#include "twin_eval.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -38,17 +39,6 @@ CliResult run(const std::string& args) {
   return run_zaya_in(scratch("run").string(), args);
 }
 
-// Loss printed by `zaya eval` ("loss X").
-double eval_loss(const fs::path& model, const fs::path& tokens, const fs::path& logits,
-                 const fs::path& grads) {
-  const CliResult r =
-      run("eval --quiet --model " + model.string() + " --tokens " + tokens.string() + " --logits " +
-          logits.string() + " --grads " + grads.string());
-  EXPECT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind("loss ", 0), 0u) << r.out;
-  return r.out.size() > 5 ? std::stod(r.out.substr(5)) : 0.0;
-}
-
 void expect_same_file_tensors(const fs::path& a, const fs::path& b) {
   const SafeTensors x = SafeTensors::open_file(a.string()), y = SafeTensors::open_file(b.string());
   ASSERT_EQ(x.names(), y.names());
@@ -56,22 +46,6 @@ void expect_same_file_tensors(const fs::path& a, const fs::path& b) {
     ASSERT_EQ(x.at(n).nbytes, y.at(n).nbytes) << n;
     EXPECT_EQ(std::memcmp(x.at(n).data, y.at(n).data, x.at(n).nbytes), 0) << n;
   }
-}
-
-std::vector<double> read_all(const SafeTensors& st, const std::string& name) {
-  const SafeTensorInfo& info = st.at(name);
-  std::vector<double> v(size_t(info.numel()));
-  Tensor t(v.data(), {info.numel()});
-  t.ndim = int(info.shape.size());
-  for (int k = 0; k < t.ndim; ++k) t.shape[size_t(k)] = info.shape[size_t(k)];
-  st.read_into(name, t);
-  return v;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
 }
 
 }  // namespace
@@ -83,8 +57,8 @@ TEST(CliConvert, NativeEvalIsBitIdenticalWhereSkipNeverWins) {
     ASSERT_EQ(c.code, 0) << c.err;
     // The warning is about what the biases allow for some input, not these tokens.
     std::printf("%s: convert %s\n", name, c.err.empty() ? "printed no warning" : c.err.c_str());
-    const double lo = eval_loss(src, src / "tokens.txt", dir / "lo.st", dir / "go.st");
-    const double ln = eval_loss(dir / "n", src / "tokens.txt", dir / "ln.st", dir / "gn.st");
+    const double lo = eval_loss(dir, src, src / "tokens.txt", dir / "lo.st", dir / "go.st");
+    const double ln = eval_loss(dir, dir / "n", src / "tokens.txt", dir / "ln.st", dir / "gn.st");
     EXPECT_EQ(lo, ln) << name;
     expect_same_file_tensors(dir / "lo.st", dir / "ln.st");
     expect_same_file_tensors(dir / "go.st", dir / "gn.st");
@@ -105,30 +79,12 @@ TEST(CliConvert, SkipClassDifferenceMatchesTheNativeTwin) {
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_NE(c.err.find("skip class win for some inputs in MoE sub-layer(s) 1"), std::string::npos)
       << c.err;
-  const double lo = eval_loss(src, src / "tokens.txt", dir / "lo.st", dir / "go.st");
-  const double ln = eval_loss(dir / "n", src / "tokens.txt", dir / "ln.st", dir / "gn.st");
-  const SafeTensors orig = SafeTensors::open_file((src / "expected.safetensors").string());
-  const SafeTensors native = SafeTensors::open_file((src / "expected_native.safetensors").string());
-  const double want_lo = read_all(orig, "loss")[0], want_ln = read_all(native, "loss")[0];
-  std::printf("skip_e loss: original %.8f (twin %.8f), native %.8f (twin %.8f)\n", lo, want_lo, ln,
-              want_ln);
-  EXPECT_NEAR(lo, want_lo, kModelLossAbs);
-  EXPECT_NEAR(ln, want_ln, kModelLossAbs);
+  const double lo = eval_loss(dir, src, src / "tokens.txt", dir / "lo.st", dir / "go.st");
+  const double ln = eval_loss(dir, dir / "n", src / "tokens.txt", dir / "ln.st", dir / "gn.st");
+  std::printf("skip_e loss: original %.8f, native %.8f\n", lo, ln);
+  expect_eval_matches_twin(lo, dir / "lo.st", dir / "go.st", src / "expected.safetensors");
+  expect_eval_matches_twin(ln, dir / "ln.st", dir / "gn.st", src / "expected_native.safetensors");
   EXPECT_GT(std::abs(lo - ln), 100 * kModelLossAbs);  // the semantics really differ here
-  const SafeTensors logits = SafeTensors::open_file((dir / "ln.st").string());
-  const std::vector<double> got = read_all(logits, "logits"), want = read_all(native, "logits");
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, std::abs(got[k] - want[k]));
-  EXPECT_LE(worst, kModelLogitRel * max_abs(want));
-  const SafeTensors grads = SafeTensors::open_file((dir / "gn.st").string());
-  for (const std::string& n : native.names()) {
-    if (n == "loss" || n == "logits") continue;
-    const std::vector<double> g = read_all(grads, n), w = read_all(native, n);
-    if (max_abs(w) > 0) {
-      EXPECT_LE(rel_l2(g.data(), w.data(), g.size()), kModelGradRelL2) << n;
-    }
-  }
 }
 
 TEST(CliConvert, InspectShowsLayoutAndZaya18BShapesCountLikeZaya1Base) {

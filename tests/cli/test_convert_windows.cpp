@@ -16,6 +16,7 @@
 #include "model/attention_window.h"
 #include "model/model.h"
 #include "test_util.h"
+#include "twin_eval.h"
 
 using namespace zaya;
 using namespace zaya::test;
@@ -130,6 +131,32 @@ TEST(CliConvertWindows, LegacyNativeOriginalRoundTripsBitExact) {
   expect_same_dir_tensors(legacy, dir / "legacy3");
 }
 
+// The twin's swa_k (tests/fixtures/model_swa): windowed layers of one window (what the native
+// schema holds) and a skip class that wins for some tokens. zaya eval of the original files matches
+// the twin; converted to native it matches the twin run with native semantics, converted to legacy
+// the twin again — in each layout the windows and their θ are read from that layout's config.
+TEST(CliConvertWindows, EveryLayoutMatchesTheTwin) {
+  const ScratchDir d;
+  const fs::path dir(d.path), src = fs::path(ZAYA_TEST_FIXTURES) / "model_swa" / "swa_k";
+  const fs::path tokens = src / "tokens.txt";
+  ASSERT_EQ(convert("native", src, dir / "native").code, 0);
+  ASSERT_EQ(convert("legacy", src, dir / "legacy").code, 0);
+  const json ncfg = json::parse(slurp((dir / "native" / "config.json").string()));
+  EXPECT_EQ(ncfg["layer_types"], json::array({"hybrid_sliding", "hybrid", "hybrid_sliding"}));
+  EXPECT_EQ(ncfg["sliding_window"], 4);
+  EXPECT_EQ(json::parse(slurp((dir / "legacy" / "config.json").string()))["swa_layers"],
+            json::array({4, 0, 0, 0, 4, 0}));
+
+  const double lo = eval_loss(dir, src, tokens, dir / "lo.st", dir / "go.st");
+  expect_eval_matches_twin(lo, dir / "lo.st", dir / "go.st", src / "expected.safetensors");
+  const double ll = eval_loss(dir, dir / "legacy", tokens, dir / "ll.st", dir / "gl.st");
+  expect_eval_matches_twin(ll, dir / "ll.st", dir / "gl.st", src / "expected.safetensors");
+  const double ln = eval_loss(dir, dir / "native", tokens, dir / "ln.st", dir / "gn.st");
+  expect_eval_matches_twin(ln, dir / "ln.st", dir / "gn.st", src / "expected_native.safetensors");
+  std::printf("swa_k loss: original %.8f, legacy %.8f, native %.8f\n", lo, ll, ln);
+  EXPECT_GT(std::abs(lo - ln), 100 * kModelLossAbs);  // the skip class makes them differ
+}
+
 TEST(CliConvertWindows, Inspect74BConfigsInBothLayouts) {
   const json n = inspect_json(kRoot + "/configs/models/zaya1-74b-preview.json");
   const json l = inspect_json(kRoot + "/configs/models/zaya1-74b-preview-legacy.json");
@@ -154,4 +181,18 @@ TEST(CliConvertWindows, Inspect74BConfigsInBothLayouts) {
   for (const auto& [key, T] : {std::pair<const char*, int64_t>{"kv_bytes_bf16_at_32k", 32768},
                                {"kv_bytes_bf16_at_128k", 131072}})
     EXPECT_EQ(n[key].get<int64_t>(), per_layer_token * (30 * T + 30 * std::min(T, W))) << key;
+  // Weights per format: bf16 is 2 bytes a parameter; Q8_0 keeps 34 bytes per 32 weights for all
+  // but the vectors (f32) and conv kernels (f16), so its file is within 1% of 34/32 bytes a weight;
+  // each smaller preset is smaller.
+  EXPECT_EQ(n["weight_bytes"], l["weight_bytes"]);
+  const json& wb = n["weight_bytes"];
+  const double total = double(n["params_total"].get<int64_t>());
+  EXPECT_EQ(wb["bf16"].get<double>(), 2 * total);
+  EXPECT_NEAR(wb["q8_0"].get<double>(), total * 34 / 32, 0.01 * total);
+  EXPECT_GT(wb["q8_0"].get<double>(), wb["q6_k"].get<double>());
+  EXPECT_GT(wb["q6_k"].get<double>(), wb["q5_k_m"].get<double>());
+  EXPECT_GT(wb["q5_k_m"].get<double>(), wb["q4_k_m"].get<double>());
+  std::printf("74B weights: bf16 %.1f GiB, q8_0 %.1f, q4_k_m %.1f\n",
+              wb["bf16"].get<double>() / (1 << 30), wb["q8_0"].get<double>() / (1 << 30),
+              wb["q4_k_m"].get<double>() / (1 << 30));
 }

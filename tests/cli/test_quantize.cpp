@@ -334,6 +334,12 @@ TEST(CliQuantize, PresetsOnWideModel) {
     EXPECT_EQ(types.at("blk.2.ssm_conv1d.weight"), DType::F16);
     EXPECT_EQ(r.err.find("do not fill"), std::string::npos) << "no fallbacks: " << r.err;
     expect_within_type_error(dir, out);
+    // What `zaya inspect` says the preset's file holds is what it holds.
+    uint64_t tensor_bytes = 0;
+    for (const GgufTensor& t : f.tensors()) tensor_bytes += t.nbytes;
+    quant::PolicyOptions o;
+    o.preset = *parse_enum<quant::QuantPreset>(k.word);
+    EXPECT_EQ(gguf_weight_bytes(load_config(dir + "/config.json"), o), tensor_bytes);
   }
 }
 

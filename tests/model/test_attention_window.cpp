@@ -215,5 +215,5 @@ TEST_P(SwaTwinCase, LogitsLossAndEveryGradientMatchTheTwin) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Twin, SwaTwinCase, ::testing::Values("swa_i", "swa_j"),
+INSTANTIATE_TEST_SUITE_P(Twin, SwaTwinCase, ::testing::Values("swa_i", "swa_j", "swa_k"),
                          [](const auto& info) { return info.param; });

@@ -1,7 +1,8 @@
 // The planner's formulas against hand-computed values (ring and hierarchical collectives, Young,
 // Daly, goodput), the chosen checkpoint interval against Young's optimum, the plan's structure
-// (no bucket alone, ZeRO-1 sharding the optimizer state, the step time's parts), and the refusal
-// of bad cluster files and settings, each naming the file and the key or the setting.
+// (no bucket alone, ZeRO-1 sharding the optimizer state, the step time's parts, the bucket padding
+// and the bucket size suggested against it), and the refusal of bad cluster files and settings,
+// each naming the file and the key or the setting.
 #include "plan/planner.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,8 @@
 #include "io/zaya_config.h"
 #include "model/param_layout.h"
 #include "test_util.h"
+#include "train/optim_config.h"
+#include "train/zero_plan.h"
 
 namespace zaya {
 namespace {
@@ -177,6 +180,35 @@ TEST(Cluster, ParsesEveryKeyAndRefusesBadOnes) {
   test::expect_error([&] { parse_cluster(with("nodes = 2", "nodes = 100000"), "c.toml"); },
                      {"c.toml: keys 'nodes' × 'gpus_per_node'"});
   test::expect_error([&] { parse_cluster("nodes = ", "c.toml"); }, {"c.toml:", "invalid TOML"});
+}
+
+// Each ZeRO bucket is ranks × its largest rank's share: with many ranks and one layer a bucket,
+// most of it is padding. The plan says how much and names the bucket size that pads at most a
+// quarter (one bucket as the last resort), whose figures are make_zero_plan's own.
+TEST(Planner, PaddedBucketsGetASuggestedSizeThatPadsLess) {
+  PlanInput in = tiny_input(8, 8);
+  in.train.optim.zero_bucket_mb = 0.0001;  // one layer a bucket
+  const Plan p = make_plan(in);
+  const ParamLayout layout = make_param_layout(in.model);
+  const ZeroPlan z = make_zero_plan(layout, true, 64, zero_bucket_elements(in.train.optim));
+  int64_t owned = 0;
+  for (int64_t e : z.elements) owned += e;
+  EXPECT_EQ(p.bucket_padding, uint64_t(z.bucket_elements() - owned) * 4);
+  ASSERT_GT(4 * p.bucket_padding, p.memory.bucket);
+  ASSERT_GE(p.suggested_bucket_mb, 0);
+  const ZeroPlan s = make_zero_plan(
+      layout, true, 64,
+      p.suggested_bucket_mb == 0 ? 0 : int64_t(p.suggested_bucket_mb * (1 << 20) / 4));
+  int64_t s_owned = 0;
+  for (int64_t e : s.elements) s_owned += e;
+  EXPECT_EQ(p.suggested_bucket, uint64_t(s.bucket_elements()) * 4);
+  EXPECT_EQ(p.suggested_padding, uint64_t(s.bucket_elements() - s_owned) * 4);
+  EXPECT_LT(p.suggested_padding, p.bucket_padding);
+  EXPECT_NE(plan_text(p).find("zero padding"), std::string::npos);
+  // Few ranks, one bucket: little padding, no suggestion.
+  PlanInput two = tiny_input(1, 2);
+  two.train.optim.zero_bucket_mb = 0;
+  EXPECT_LT(make_plan(two).suggested_bucket_mb, 0);
 }
 
 }  // namespace
