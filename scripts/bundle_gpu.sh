@@ -3,9 +3,11 @@
 # sm_80, OpenBLAS/gfortran/quadmath/gomp/xxhash/libstdc++/libgcc static, fmt and toml++ header-
 # only, no MPI, no HTTP server, no RPATH) into
 #   build/gpu-bundle/zaya-gpu/   bin/zaya, tests/gpu/test_* (the single-process tests labelled gpu:
-#                                the op tests and the model parity tests), tests/fixtures/{model,model_swa,
-#                                configs,tokenizer/toy_tokenizer.json}, benchmarks/bench_gpu, scripts/gpu_check.sh,
-#                                configs/models/gpu-step-bench.json (zaya bench step --device gpu's default),
+#                                the op tests and the model parity tests),
+#                                tests/fixtures/{model,model_swa,configs,tokenizer/toy_tokenizer.json},
+#                                benchmarks/bench_gpu, scripts/{gpu_check,bench_window_step}.sh,
+#                                configs/models/gpu-step-bench.json (zaya bench step --device gpu's
+#                                default),
 #                                MANIFEST (commit, flags, libraries, glibc needed, sizes, sha256)
 #   build/gpu-bundle/zaya-gpu.tar.gz, and zaya-gpu.tar.xz: the one to carry to a GPU host. Every
 #   executable holds the same static OpenBLAS (~25 MB) and GPU code; gzip's 32 KiB window compresses
@@ -53,7 +55,7 @@ for t in "${tests[@]}"; do cp "$build/tests/$t" "$bundle/tests/gpu/"; done
 cp -r tests/fixtures/model tests/fixtures/model_swa tests/fixtures/configs "$bundle/tests/fixtures/"
 mkdir -p "$bundle/tests/fixtures/tokenizer"  # test_train_trainer_gpu's sample tokenizer (40 KB)
 cp tests/fixtures/tokenizer/toy_tokenizer.json "$bundle/tests/fixtures/tokenizer/"
-cp scripts/gpu_check.sh "$bundle/scripts/"
+cp scripts/gpu_check.sh scripts/bench_window_step.sh "$bundle/scripts/"
 mkdir -p "$bundle/configs/models"  # the default model of zaya bench step --device gpu
 cp configs/models/gpu-step-bench.json "$bundle/configs/models/"
 # Symbols stay (a crash on the GPU host then names its function); no debug info is built.

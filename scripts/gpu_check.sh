@@ -23,11 +23,12 @@
 #   ZAYA_CHECK_STEP_S=120 the step benchmark (planned ≤ 90 s: setup + 4 steps of ~46 TFLOP),
 #   ZAYA_CHECK_STEP_GEMM_S=90 the same with ZAYA_GPU_ATTENTION=gemm (the opt-in GEMM attention);
 #   ZAYA_CHECK_TUNE_S=120 zaya tune gemm on ZAYA1-base's shapes;
-#   ZAYA_CHECK_WINDOW_S=120 the windowed step (7, all four runs together);
+#   ZAYA_CHECK_WINDOW_S=120 the windowed step (7, its four runs together);
 #   ZAYA_GPU_TRAIN_STEPS=20 steps of test_train_trainer_gpu (GPU trainer vs CPU trainer).
-# 7. the windowed training step (docs/model.md §4.9): the first 8 sub-layers of gpu-step-bench.json,
-#    1 × 8192 and 1 × 32768 tokens, with full attention and with a 4096-key window on every attention
-#    sub-layer; the attention's time per token must stay flat in T when windowed (it is O(T·W)).
+# 7. the windowed training step (scripts/bench_window_step.sh; docs/model.md §4.9): the first 8
+#    sub-layers of gpu-step-bench.json, 1 × 8192 and 1 × 32768 tokens, with full attention and with
+#    a 4096-key window on every attention sub-layer; the attention's time per token must stay flat
+#    in T when windowed (it is O(T·W)).
 # Output: everything on stdout and in gpu_check.log, summary.txt and bench_gpu.json under $OUT
 # when it is set (else under logs/ in the bundle); per-test gtest JSON under logs/.
 set -uo pipefail
@@ -354,67 +355,20 @@ step_bench() {
   [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && fail "bench step (gemm attention): exit $rc"
 }
 
-# The windowed step: configs derived from gpu-step-bench.json (python3), four zaya bench step runs
-# (--json), one table line each into window_lines; fails when a run fails or when the windowed
-# attention's seconds per token at 32768 exceed 2x those at 8192 (full causal attention: ~4x).
+# The windowed step (scripts/bench_window_step.sh, which the bundle carries): its table lines go to
+# window_lines; it fails when a run fails or when the windowed attention's seconds per token at
+# 32768 exceed 2x those at 8192 (full causal attention: ~4x).
 window_lines=()
 window_step() {
   section "windowed step"
-  local dir=$logs/window deadline=$(($(date +%s) + window_s)) t kind left rc
-  mkdir -p "$dir"
-  if ! python3 - configs/models/gpu-step-bench.json "$dir" <<'PY'; then
-import json, sys
-cfg = json.load(open(sys.argv[1]))
-n, keep = cfg["num_hidden_layers"], 8
-for k, v in list(cfg.items()):
-    if isinstance(v, list) and len(v) == n:
-        cfg[k] = v[:keep]
-cfg["num_hidden_layers"] = keep
-for name, w in (("full", 0), ("w4096", 4096)):
-    cfg["swa_layers"] = [w if layer == "a" else 0 for layer in cfg["zaya_layers"]]
-    json.dump(cfg, open("%s/%s.json" % (sys.argv[2], name), "w"), indent=1)
-PY
-    fail "windowed step: deriving its configs failed"
-    return
-  fi
-  for kind in full w4096; do
-    for t in 8192 32768; do
-      left=$((deadline - $(date +%s)))
-      if [ "$left" -lt 10 ]; then
-        fail "windowed step $kind T=$t: not run (time budget)"
-        continue
-      fi
-      timeout -k 5 "$left" bin/zaya bench step --device gpu --config "$dir/$kind.json" --batch 1 \
-        --seq-len "$t" --steps 2 --warmup 1 --profile-steps 1 --json >"$dir/$kind.$t.json" \
-        2>"$dir/$kind.$t.err"
-      rc=$?
-      [ "$rc" = 0 ] || { fail "windowed step $kind T=$t: exit $rc ($(tail -1 "$dir/$kind.$t.err"))"; }
-    done
-  done
-  local table
-  table=$(python3 - "$dir" <<'PY'
-import json, sys
-rows, per = [], {}
-for kind in ("full", "w4096"):
-    for t in (8192, 32768):
-        try:
-            d = json.load(open("%s/%s.%d.json" % (sys.argv[1], kind, t)))
-        except Exception:
-            continue
-        a = sum(d["ops"].get(o, {}).get("seconds", 0.0) for o in ("attention_forward", "attention_backward"))
-        per[(kind, t)] = a / t
-        rows.append("%-6s T=%-6d step %.3f s, %.0f tokens/s, MFU %.3f, attention %.4f s (%.2f us/token)"
-                    % (kind, t, d["step_seconds_median"], d["tokens_per_s"], d["mfu"], a, 1e6 * a / t))
-for kind in ("full", "w4096"):
-    if (kind, 8192) in per and (kind, 32768) in per and per[(kind, 8192)] > 0:
-        rows.append("%s: attention per token at 32768 / at 8192 = %.2f" % (kind, per[(kind, 32768)] / per[(kind, 8192)]))
-print("\n".join(rows))
-if ("w4096", 8192) in per and ("w4096", 32768) in per and per[("w4096", 32768)] > 2 * per[("w4096", 8192)]:
-    sys.exit(1)
-PY
-  ) || fail "windowed step: the windowed attention's time per token grew more than 2x from 8192 to 32768"
-  echo "$table"
-  mapfile -t window_lines <<<"$table"
+  bash scripts/bench_window_step.sh --device gpu --zaya bin/zaya \
+    --config configs/models/gpu-step-bench.json --window 4096 --tokens "8192 32768" \
+    --out "$logs/window" --time-limit "$window_s" >"$logs/window.out" 2>&1
+  local rc=$?
+  cat "$logs/window.out"
+  mapfile -t window_lines <"$logs/window.out"
+  [ "$rc" = 0 ] || fail "windowed step: exit $rc (a run failed, or the windowed attention's time \
+per token grew more than 2x from 8192 to 32768 tokens; logs/window/)"
 }
 
 summary() {

@@ -5,12 +5,15 @@
 // and legacy → original → native → legacy: every tensor's bytes, the windows and the θs survive
 // each way. inspect gives the repository's two 74B configs
 // (configs/models/zaya1-74b-preview{,-legacy}.json) the same counts, near the published 74.7B total
-// / ~4B active, and KV-cache figures in which only the full layers grow past the window.
+// / ~4B active, KV-cache figures in which only the full layers grow past the window, and weight
+// bytes per format. The twin's swa_k matches in every layout, and a GGUF that `zaya quantize`
+// writes of it keeps its windows and θs (and from the legacy layout too).
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "infer/gguf_model.h"
 #include "io/model_dir.h"
 #include "io/safetensors.h"
 #include "model/attention_window.h"
@@ -155,6 +158,32 @@ TEST(CliConvertWindows, EveryLayoutMatchesTheTwin) {
   expect_eval_matches_twin(ln, dir / "ln.st", dir / "gn.st", src / "expected_native.safetensors");
   std::printf("swa_k loss: original %.8f, legacy %.8f, native %.8f\n", lo, ll, ln);
   EXPECT_GT(std::abs(lo - ln), 100 * kModelLossAbs);  // the skip class makes them differ
+}
+
+// A GGUF written by `zaya quantize` carries config.json's text: the windows and the windowed θ come
+// back exactly, from the original and the legacy layout alike, and its loss stays near the f32
+// model's (Q8_0 weights).
+TEST(CliConvertWindows, GgufKeepsTheWindows) {
+  const ScratchDir d;
+  const fs::path dir(d.path), src = fs::path(ZAYA_TEST_FIXTURES) / "model_swa" / "swa_k";
+  ASSERT_EQ(convert("legacy", src, dir / "legacy").code, 0);
+  const double want = eval_loss(dir, src, src / "tokens.txt", dir / "l.st", dir / "g.st");
+  for (const fs::path& model : {src, dir / "legacy"}) {
+    const fs::path gguf = dir / (model.filename().string() + ".gguf");
+    const CliResult q = run_zaya_in(d.path, "quantize --quiet --model " + model.string() +
+                                                " --type q8_0 --out " + gguf.string());
+    ASSERT_EQ(q.code, 0) << q.err;
+    const ZayaConfig c = open_gguf_model(gguf.string()).config;
+    EXPECT_EQ(c.swa_layers, (std::vector<int64_t>{4, 0, 0, 0, 4, 0})) << model;
+    EXPECT_EQ(c.swa_rope_theta, 10000.0) << model;
+    EXPECT_EQ(c.rope_theta, 5000000.0) << model;
+    // A GGUF file is scored by the inference decoder (no --logits/--grads): the loss line alone.
+    const CliResult e = run_zaya_in(d.path, "eval --quiet --model " + gguf.string() + " --tokens " +
+                                                (src / "tokens.txt").string());
+    ASSERT_EQ(e.code, 0) << e.err;
+    ASSERT_EQ(e.out.rfind("loss ", 0), 0u) << e.out;
+    EXPECT_NEAR(std::stod(e.out.substr(5)), want, 0.02) << model;
+  }
 }
 
 TEST(CliConvertWindows, Inspect74BConfigsInBothLayouts) {
