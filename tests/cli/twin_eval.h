@@ -64,7 +64,9 @@ inline void expect_eval_matches_twin(double loss, const std::filesystem::path& l
   for (const std::string& n : want.names()) {
     if (n == "loss" || n == "logits") continue;
     const std::vector<double> g = read_all(grads, n), w = read_all(want, n);
-    if (max_abs(w) > 0) EXPECT_LE(rel_l2(g.data(), w.data(), g.size()), kModelGradRelL2) << n;
+    if (max_abs(w) > 0) {
+      EXPECT_LE(rel_l2(g.data(), w.data(), g.size()), kModelGradRelL2) << n;
+    }
   }
 }
 
