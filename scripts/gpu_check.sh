@@ -5,7 +5,9 @@
 # 1. host facts: kernel, glibc (against the bundle's need), nvidia-smi, the cuBLASLt it found;
 # 2. cuBLAS(Lt) (and NCCL) from the host's PyTorch wheels (site-packages/nvidia/*/lib) or CUDA
 #    install, put on LD_LIBRARY_PATH (ZAYA_CUBLAS_DIR=DIR overrides the search);
-# 3. every GPU op test (tests/gpu/test_*, gtest --gtest_brief), each under its own timeout;
+# 3. every GPU op test (tests/gpu/test_*, gtest --gtest_brief), each under its own timeout; a
+#    failed or crashed one's failing tests again under compute-sanitizer's memcheck, where the host
+#    has it (the summary names its error count);
 # 4. model parity: the model test executables (tests/gpu/test_model_* and test_cli_eval*:
 #    test_model_transformer_gpu, test_cli_eval_gpu), and `zaya eval --device gpu`
 #    against `--device cpu` and the float64 twin's expected values on every twin case
@@ -24,6 +26,7 @@
 #   ZAYA_CHECK_STEP_GEMM_S=90 the same with ZAYA_GPU_ATTENTION=gemm (the opt-in GEMM attention);
 #   ZAYA_CHECK_TUNE_S=120 zaya tune gemm on ZAYA1-base's shapes;
 #   ZAYA_CHECK_WINDOW_S=120 the windowed step (7, its four runs together);
+#   ZAYA_CHECK_SANITIZE_S=90 memcheck reruns of failed op tests (3), all together;
 #   ZAYA_GPU_TRAIN_STEPS=20 steps of test_train_trainer_gpu (GPU trainer vs CPU trainer).
 # 7. the windowed training step (scripts/bench_window_step.sh; docs/model.md §4.9): the first 8
 #    sub-layers of gpu-step-bench.json, 1 × 8192 and 1 × 32768 tokens, with full attention and with
@@ -47,6 +50,7 @@ step_s=${ZAYA_CHECK_STEP_S:-120}
 step_gemm_s=${ZAYA_CHECK_STEP_GEMM_S:-90}
 tune_s=${ZAYA_CHECK_TUNE_S:-120}
 window_s=${ZAYA_CHECK_WINDOW_S:-120}
+sanitize_s=${ZAYA_CHECK_SANITIZE_S:-90}
 
 failures=()     # one line per failed part
 op_lines=()     # one line per op test executable
@@ -189,9 +193,37 @@ run_gtest() {
   [ "$rc" = 0 ] && [ "$failed" = 0 ] && [ "$skipped" = 0 ]
 }
 
+# memcheck NAME EXE: after a failed or crashed test executable, its failed tests (at most 5; after
+# a crash, all of them) again under compute-sanitizer's memcheck, within what is left of
+# sanitize_s; one line "memcheck: …" into $memcheck_line (empty when not run). Out-of-
+# bounds accesses and races are the likeliest first-run failures, and this names the kernel and
+# the address in the same device call.
+memcheck_line=""
+memcheck() {
+  local name=$1 exe=$2 log=$logs/$1.log tool filter left
+  memcheck_line=""
+  tool=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  [ -n "$tool" ] || return 0
+  left=$((sanitize_deadline - $(date +%s)))
+  [ "$left" -ge 15 ] || return 0
+  filter=$(sed -n 's/^\[  FAILED  \] \([A-Za-z0-9_/.]*\)\( (.*\)\?$/\1/p' "$log" | sort -u | head -5 |
+    paste -sd: -)
+  # A crash under --gtest_brief names no test: then all of them.
+  [ -n "$filter" ] || filter='*'
+  echo "-- $name under memcheck: $filter (timeout ${left}s)"
+  ZAYA_TEST_FIXTURES_DIR=$bundle/tests/fixtures ZAYA_BINARY_PATH=$bundle/bin/zaya \
+    timeout -k 5 "$left" "$tool" --tool memcheck --print-limit 10 --error-exitcode 99 "$exe" \
+    --gtest_filter="$filter" --gtest_brief=1 --gtest_color=no >"$logs/$name.memcheck.log" 2>&1
+  local rc=$? errors
+  errors=$(grep -m1 'ERROR SUMMARY' "$logs/$name.memcheck.log" | sed 's/^=* *//')
+  tail -40 "$logs/$name.memcheck.log"
+  memcheck_line="memcheck of $filter: ${errors:-no summary (exit $rc)} (logs/$name.memcheck.log)"
+}
+
 op_tests() {
   section "GPU op tests"
   local deadline=$(($(date +%s) + tests_s)) exe name
+  sanitize_deadline=$(($(date +%s) + tests_s + sanitize_s))
   op_passed=0 op_failed=0 op_skipped=0
   local found=0
   for exe in tests/gpu/test_*; do
@@ -200,8 +232,14 @@ op_tests() {
     [[ $name =~ ^test_(model_|cli_eval) ]] && continue  # model parity, below
     found=1
     local left=$((deadline - $(date +%s)))
-    run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))" || fail "$gtest_line"
+    if ! run_gtest "$name" "$exe" "$((left < test_s ? left : test_s))"; then
+      fail "$gtest_line"
+      [[ $gtest_line == *TIMEOUT* || $gtest_line == *"NOT RUN"* ]] || memcheck "$name" "$exe"
+    else
+      memcheck_line=""
+    fi
     op_lines+=("$gtest_line")
+    [ -z "$memcheck_line" ] || op_lines+=("  $memcheck_line")
   done
   [ "$found" = 1 ] || fail "no GPU op test executables in tests/gpu"
 }
