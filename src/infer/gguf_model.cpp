@@ -15,6 +15,7 @@
 #include "core/assert.h"
 #include "io/json_parse.h"
 #include "model/param_names.h"
+#include "quant/policy.h"
 
 namespace zaya {
 

@@ -25,9 +25,13 @@
 #include "io/gguf.h"
 #include "io/zaya_config.h"
 #include "model/param_layout.h"
-#include "quant/policy.h"
 
 namespace zaya {
+
+namespace quant {  // quant/policy.h: the caller includes it (it pulls in <regex>)
+struct TensorDesc;
+struct PolicyOptions;
+}  // namespace quant
 
 // The two 80-sub-layer namings (docs/gguf.md).
 enum class GgufScheme { A, B };

@@ -31,6 +31,7 @@
 #include "io/model_dir.h"
 #include "model/model.h"
 #include "quant/formats.h"
+#include "quant/policy.h"
 #include "test_util.h"
 
 using namespace zaya;
