@@ -224,7 +224,8 @@ Plan make_plan(const PlanInput& in) {
     p.memory.shard = uint64_t(plan.chunk) * kF32;
     hbm_max += 4.0 * double(p.memory.bucket);  // pack in, unpack out: each a read and a write
     p.bucket_padding = p.memory.bucket - uint64_t(trainable_elements(plan)) * kF32;
-    if (4 * p.bucket_padding > p.memory.bucket) {
+    // One bucket (0) pads least already: nothing to suggest then.
+    if (4 * p.bucket_padding > p.memory.bucket && t.optim.zero_bucket_mb > 0) {
       // Doubling bucket sizes from the setting up to the model, then one bucket.
       const double total_mb = double(layout.total) * kF32 / double(1 << 20);
       for (double mb = std::max(t.optim.zero_bucket_mb, 1.0) * 2;; mb *= 2) {

@@ -90,9 +90,10 @@ struct Plan {
   // The ZeRO bucket's zero padding (bytes): each bucket is ranks × its largest rank's share, so a
   // bucket of fewer large Muon matrices than ranks is mostly padding (docs/zero1.md).
   uint64_t bucket_padding = 0;
-  // When the padding is over a quarter of the bucket: the smallest optim.zero_bucket_mb (doubling
-  // from the setting; 0 = one bucket, the last resort) whose padding is at most a quarter, and
-  // that bucket's bytes and padding; -1 when no suggestion is made.
+  // When the padding is over a quarter of the bucket and optim.zero_bucket_mb is not 0: the
+  // smallest optim.zero_bucket_mb (doubling from the setting; 0 = one bucket, the last resort)
+  // whose padding is at most a quarter, and that bucket's bytes and padding; -1 when no suggestion
+  // is made.
   double suggested_bucket_mb = -1;
   uint64_t suggested_bucket = 0, suggested_padding = 0;
 

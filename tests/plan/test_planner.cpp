@@ -205,10 +205,12 @@ TEST(Planner, PaddedBucketsGetASuggestedSizeThatPadsLess) {
   EXPECT_EQ(p.suggested_padding, uint64_t(s.bucket_elements() - s_owned) * 4);
   EXPECT_LT(p.suggested_padding, p.bucket_padding);
   EXPECT_NE(plan_text(p).find("zero padding"), std::string::npos);
-  // Few ranks, one bucket: little padding, no suggestion.
+  // Few ranks, one bucket: little padding, no suggestion; one bucket is never told to be one.
   PlanInput two = tiny_input(1, 2);
   two.train.optim.zero_bucket_mb = 0;
   EXPECT_LT(make_plan(two).suggested_bucket_mb, 0);
+  in.train.optim.zero_bucket_mb = 0;
+  EXPECT_LT(make_plan(in).suggested_bucket_mb, 0);
 }
 
 }  // namespace
