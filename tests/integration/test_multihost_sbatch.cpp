@@ -46,6 +46,7 @@ using test::MultiHost;
 using test::ScratchDir;
 using test::seconds_since;
 using test::slurp;
+using test::without_startup_crashes;
 
 // scripts/zaya-train.sbatch of this source tree (beside scripts/multihost.sh).
 std::string sbatch_script() {
@@ -192,7 +193,7 @@ TEST_F(MultiHostSbatch, AKilledRankIsRestartedAndTheJobCompletes) {
 
   const std::string rep = slurp(run + "/supervise/goodput.json");
   ASSERT_FALSE(rep.empty()) << "no goodput.json in " << run << "/supervise\n" << job.out;
-  const json report = json::parse(rep);
+  const json report = without_startup_crashes(json::parse(rep));
   EXPECT_EQ(report["outcome"], "completed") << report.dump(2);
   EXPECT_EQ(report["restarts"], 1) << report.dump(2);
   ASSERT_EQ(report["failures"].size(), 1u) << report.dump(2);
@@ -233,7 +234,8 @@ TEST_F(MultiHostSbatch, ALostNodeEndsInARestartOnTheNodesLeft) {
   std::string cut;
   while (cut.empty() && seconds_since(t0) < 300) {
     const json j = json::parse(slurp(hb), nullptr, false);
-    if (j.is_object() && j.value("attempt", 0) == 1 && j.value("last_step", 0) >= 5) {
+    // In whichever attempt gets there first (an earlier one may crash at start-up: multihost.h).
+    if (j.is_object() && j.value("last_step", 0) >= 5) {
       cut = j.value("host", std::string("zmh3"));
       mh.link(cut, false);
       std::printf("link of %s down after %.1f s\n", cut.c_str(), seconds_since(t0));
@@ -251,7 +253,8 @@ TEST_F(MultiHostSbatch, ALostNodeEndsInARestartOnTheNodesLeft) {
       job.out,
       "supervise: elastic restart on the 2 host(s) that answer (zmh1, zmh2): "
       "srun --exclude=zmh3 --mpi=pmix --kill-on-bad-exit=1 --overlap -N 2 -n 2 -c 1");
-  const json report = json::parse(slurp(run + "/supervise/goodput.json"), nullptr, false);
+  const json report =
+      without_startup_crashes(json::parse(slurp(run + "/supervise/goodput.json"), nullptr, false));
   ASSERT_TRUE(report.is_object()) << job.out;
   EXPECT_EQ(report["outcome"], "completed") << report.dump(2);
   EXPECT_EQ(report["unreachable_hosts"], json::array({"zmh3 (10.78.0.13)"})) << report.dump(2);

@@ -50,6 +50,7 @@ using test::MultiHost;
 using test::ScratchDir;
 using test::seconds_since;
 using test::slurp;
+using test::without_startup_crashes;
 
 class MultiHostTrain : public testing::Test {
  protected:
@@ -178,7 +179,7 @@ class MultiHostTrain : public testing::Test {
     std::printf("%s: %.1f s, exit %d\n", name.c_str(), seconds_since(t0), s.code);
     if (std::getenv("ZAYA_TEST_SHOW_LOG")) std::printf("%s\n", s.log.c_str());
     const std::string rep = slurp(*dir_ / (name + "_sup/goodput.json"));
-    if (!rep.empty()) s.report = json::parse(rep);
+    if (!rep.empty()) s.report = without_startup_crashes(json::parse(rep));
     return s;
   }
 
@@ -319,6 +320,27 @@ TEST_F(MultiHostTrain, SupervisedSrunOnSlurmRestartsAfterAKillAndLeavesNoProcess
   expect_each_step_once("srun_kill", 10);
   EXPECT_EQ(heartbeat_hosts("srun_kill", 3), (std::vector<std::string>{"zmh1", "zmh2", "zmh3"}));
   expect_clean(mh);
+}
+
+// The report filter of multihost.h: an attempt that crashed before its first step goes, with its
+// failure; the crash the test caused (after steps) and the completed attempt stay.
+TEST(MultiHostReport, StartupCrashesAreLeftOut) {
+  const json r = without_startup_crashes(json::parse(R"({
+    "restarts": 2,
+    "attempts": [{"attempt": 1, "outcome": "crash", "steps": 0, "exit": "exit code 143"},
+                 {"attempt": 2, "outcome": "crash", "steps": 6, "exit": "exit code 137"},
+                 {"attempt": 3, "outcome": "completed", "steps": 6, "resumed_step": 4}],
+    "failures": [{"attempt": 1, "kind": "crash"}, {"attempt": 2, "kind": "crash"}]})"));
+  ASSERT_EQ(r["attempts"].size(), 2u) << r.dump(2);
+  EXPECT_EQ(r["attempts"][0]["attempt"], 2);
+  EXPECT_EQ(r["attempts"][1]["resumed_step"], 4);
+  ASSERT_EQ(r["failures"].size(), 1u) << r.dump(2);
+  EXPECT_EQ(r["failures"][0]["attempt"], 2);
+  EXPECT_EQ(r["restarts"], 1);
+  // Nothing to leave out: the report as it was.
+  const json plain = json::parse(R"({"restarts": 0, "attempts": [{"attempt": 1,
+    "outcome": "completed", "steps": 3}], "failures": []})");
+  EXPECT_EQ(without_startup_crashes(plain), plain);
 }
 
 TEST_F(MultiHostTrain, HarnessHostsLinksAndTeardown) {
