@@ -8,11 +8,12 @@
 
 namespace zaya::test {
 
-// The case names (directories holding expected.safetensors), sorted.
-inline std::vector<std::string> twin_cases() {
+// The case names (directories holding expected.safetensors) of tests/fixtures/<folder>, sorted:
+// "model", or "model_swa" for the cases with sliding-window layers.
+inline std::vector<std::string> twin_cases(const char* folder = "model") {
   namespace fs = std::filesystem;
   std::vector<std::string> names;
-  const fs::path root = fs::path(ZAYA_TEST_FIXTURES) / "model";
+  const fs::path root = fs::path(ZAYA_TEST_FIXTURES) / folder;
   if (fs::is_directory(root))
     for (const auto& e : fs::directory_iterator(root))
       if (e.is_directory() && fs::exists(e.path() / "expected.safetensors"))

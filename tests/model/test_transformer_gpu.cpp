@@ -120,21 +120,9 @@ INSTANTIATE_TEST_SUITE_P(Twin, GpuTwinCase, ::testing::ValuesIn(twin_cases()),
 // The twin's cases with sliding-window layers (tests/fixtures/model_swa/<case>/: windows smaller
 // and larger than the sequence, W = 1, GQA): the windowed attention of every GPU path in the whole
 // model against the CPU's.
-std::vector<std::string> swa_cases() {
-  namespace fs = std::filesystem;
-  std::vector<std::string> names;
-  const fs::path root = fs::path(ZAYA_TEST_FIXTURES) / "model_swa";
-  if (fs::is_directory(root))
-    for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && fs::exists(e.path() / "config.json"))
-        names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 TEST(GpuModel, SlidingWindowCasesMatchTheCpu) {
   ZAYA_REQUIRE_GPU();
-  const std::vector<std::string> names = swa_cases();
+  const std::vector<std::string> names = twin_cases("model_swa");
   ASSERT_FALSE(names.empty()) << "tests/fixtures/model_swa holds no case";
   for (const char* path : {"flash", "gemm"}) {
     const ScopedEnv env("ZAYA_GPU_ATTENTION", path);
